@@ -1,0 +1,291 @@
+"""Structured configs: the schema behind `conf/`, its validation, and the run's identity.
+
+Hydra composes `conf/config.yaml` with one choice per config group; every group's YAML
+extends a dataclass stored here (`schema/<group>/<name>`), so a misspelled key fails at
+start ("Key 'mux' not in 'FedProxConfig'") and an unknown choice lists the valid ones.
+`validate` then checks values (ranges, enumerations) and raises ConfigError naming the
+valid values. `run_key` hashes what determines a run's result (not where it is logged).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from fedrepro.errors import ConfigError
+
+
+@dataclass
+class DatasetConfig:
+    name: str = MISSING
+    download: bool = True  # try torchvision's download when files are missing
+
+
+@dataclass
+class SplitConfig:
+    kind: str = "iid"  # iid | dirichlet | shards | mixed
+    alpha: float = 0.3  # Dirichlet concentration
+    balance: str = "balanced"  # balanced | lognormal
+    sigma: float = 0.0  # lognormal client-size spread (FedDyn's unbalanced_sgm)
+    shards_per_client: int = 2
+    sorted_fraction: float = 0.0  # LoSAC's c: share of the data sorted by label
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING  # mlp | logistic | binary_logistic
+    hidden: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ParticipationConfig:
+    mode: str = "bernoulli"  # bernoulli (FedDyn's act_prob) | fixed (cohort of fixed size)
+    rate: float = 0.1  # bernoulli: each client's probability; fixed: cohort = round(rate * m)
+    cohort_size: Optional[int] = None  # fixed mode: explicit cohort size (overrides rate)
+
+
+@dataclass
+class CompressorConfig:
+    name: str = "none"
+
+
+@dataclass
+class ProfileConfig:
+    """Caps applied on top of the paper setting in `train` (null = keep the paper's value)."""
+
+    name: str = MISSING
+    max_rounds: Optional[int] = None
+    max_local_epochs: Optional[int] = None
+    max_local_steps: Optional[int] = None
+    max_test_samples: Optional[int] = None
+    max_train_eval_samples: Optional[int] = None
+    min_eval_every: Optional[int] = None
+
+
+@dataclass
+class LoggerConfig:
+    name: str = "csv"  # csv | wandb (CSV is always written)
+    wandb_project: str = "fedrepro"
+    wandb_mode: str = "offline"  # offline | online | disabled
+    progress: bool = True
+
+
+@dataclass
+class AlgorithmConfig:
+    name: str = MISSING
+
+
+@dataclass
+class FedAvgConfig(AlgorithmConfig):
+    name: str = "fedavg"
+
+
+@dataclass
+class FedProxConfig(AlgorithmConfig):
+    name: str = "fedprox"
+    mu: float = 1e-4  # proximal weight: mu/2 ||w - theta_server||^2
+
+
+@dataclass
+class TrainConfig:
+    """Local training and the round loop (defaults: FedDyn's MNIST, 10 % participation)."""
+
+    num_clients: int = 100
+    rounds: int = 100
+    local_epochs: int = 10
+    local_steps: Optional[int] = None  # a fixed number of local steps instead of epochs
+    batch_size: int = 50
+    lr: float = 0.1
+    lr_decay: float = 0.998  # lr in round t = lr * lr_decay ** t
+    weight_decay: float = 1e-4
+    clip_norm: Optional[float] = 10.0  # gradient clipping by global norm (null = off)
+    eval_every: int = 1
+    checkpoint_every: int = 10
+    executor: str = "sequential"
+    device: str = "cpu"  # cpu | cuda | auto
+
+
+@dataclass
+class MetricsConfig:
+    entropy: str = "pooled"  # pooled (FedElasticNet's reading) | per_client
+    bin_width: float = 0.01
+
+
+@dataclass
+class Config:
+    dataset: DatasetConfig = MISSING
+    split: SplitConfig = MISSING
+    model: ModelConfig = MISSING
+    algorithm: AlgorithmConfig = MISSING
+    participation: ParticipationConfig = MISSING
+    compressor: CompressorConfig = MISSING
+    profile: ProfileConfig = MISSING
+    logger: LoggerConfig = MISSING
+    train: TrainConfig = field(default_factory=TrainConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    seed: int = 0
+    data_root: str = "data"
+    results_root: str = "results"
+
+
+SCHEMAS: dict[str, dict[str, type]] = {
+    "dataset": {"dataset": DatasetConfig},
+    "split": {"split": SplitConfig},
+    "model": {"model": ModelConfig},
+    "algorithm": {"fedavg": FedAvgConfig, "fedprox": FedProxConfig},
+    "participation": {"participation": ParticipationConfig},
+    "compressor": {"compressor": CompressorConfig},
+    "profile": {"profile": ProfileConfig},
+    "logger": {"logger": LoggerConfig},
+}
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=Config)
+    for group, schemas in SCHEMAS.items():
+        for name, node in schemas.items():
+            cs.store(group=f"schema/{group}", name=name, node=node)
+
+
+# Values that are free text in YAML but must come from a fixed set.
+CHOICES = {
+    "split.kind": ("iid", "dirichlet", "shards", "mixed"),
+    "split.balance": ("balanced", "lognormal"),
+    "model.name": ("mlp", "logistic", "binary_logistic"),
+    "participation.mode": ("bernoulli", "fixed"),
+    "compressor.name": ("none",),
+    "logger.name": ("csv", "wandb"),
+    "logger.wandb_mode": ("offline", "online", "disabled"),
+    "train.executor": ("sequential",),
+    "train.device": ("cpu", "cuda", "auto"),
+    "metrics.entropy": ("pooled", "per_client"),
+}
+
+
+def _get(cfg: DictConfig, dotted: str) -> Any:
+    return OmegaConf.select(cfg, dotted)
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise ConfigError for the first invalid value, naming the valid ones."""
+    for key, allowed in CHOICES.items():
+        value = _get(cfg, key)
+        if value not in allowed:
+            raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(allowed)}")
+
+    def positive(key: str, allow_none: bool = False, strict: bool = True) -> None:
+        value = _get(cfg, key)
+        if value is None and allow_none:
+            return
+        if value is None or (value <= 0 if strict else value < 0):
+            bound = "> 0" if strict else ">= 0"
+            raise ConfigError(f"{key}={value} is invalid: it must be {bound}")
+
+    for key in ("train.num_clients", "train.rounds", "train.batch_size", "train.lr",
+                "train.eval_every", "train.checkpoint_every", "metrics.bin_width"):
+        positive(key)
+    positive("train.local_epochs", strict=False)
+    positive("train.local_steps", allow_none=True)
+    positive("train.clip_norm", allow_none=True)
+    for key in ("train.weight_decay",):
+        positive(key, strict=False)
+    if not 0 < cfg.train.lr_decay <= 1:
+        raise ConfigError(f"train.lr_decay={cfg.train.lr_decay} is invalid: it must be in (0, 1]")
+    if cfg.train.local_steps is None and cfg.train.local_epochs == 0:
+        raise ConfigError("train.local_epochs=0 with train.local_steps=null trains nothing: set one of them > 0")
+    rate = cfg.participation.rate
+    if not 0 < rate <= 1:
+        raise ConfigError(f"participation.rate={rate} is outside (0, 1]: use e.g. 0.1 for 10 % of the clients")
+    size = cfg.participation.cohort_size
+    if size is not None and not 1 <= size <= cfg.train.num_clients:
+        raise ConfigError(f"participation.cohort_size={size} must be between 1 and train.num_clients={cfg.train.num_clients}")
+    if cfg.split.kind == "dirichlet" and cfg.split.alpha <= 0:
+        raise ConfigError(f"split.alpha={cfg.split.alpha} is invalid: the Dirichlet concentration must be > 0")
+    if not 0 <= cfg.split.sorted_fraction <= 1:
+        raise ConfigError(f"split.sorted_fraction={cfg.split.sorted_fraction} must be in [0, 1]")
+    if cfg.split.sigma < 0:
+        raise ConfigError(f"split.sigma={cfg.split.sigma} must be >= 0")
+    if cfg.model.name == "mlp" and not cfg.model.hidden:
+        raise ConfigError("model.name=mlp needs model.hidden, e.g. [200, 200]")
+    if any(h <= 0 for h in cfg.model.hidden):
+        raise ConfigError(f"model.hidden={list(cfg.model.hidden)} must hold positive layer widths")
+    mu = _get(cfg, "algorithm.mu")
+    if mu is not None and mu < 0:
+        raise ConfigError(f"algorithm.mu={mu} must be >= 0")
+    for key in ("max_rounds", "max_local_epochs", "max_local_steps", "max_test_samples",
+                "max_train_eval_samples", "min_eval_every"):
+        positive(f"profile.{key}", allow_none=True)
+
+
+@dataclass(frozen=True)
+class Effective:
+    """The settings a run really uses: `train` with the profile's caps applied."""
+
+    rounds: int
+    local_epochs: int
+    local_steps: Optional[int]  # fixed steps per round (None: local_epochs over the client's data)
+    max_local_steps: Optional[int]  # the profile's cap on steps per round, in either mode
+    eval_every: int
+    max_test_samples: Optional[int]
+    max_train_eval_samples: Optional[int]
+
+    def steps_for(self, num_samples: int, batch_size: int) -> int:
+        """Local steps of a client holding `num_samples` (FedDyn: ceil(n / B) per epoch)."""
+        steps = self.local_steps if self.local_steps is not None else (
+            self.local_epochs * -(-num_samples // batch_size))
+        return steps if self.max_local_steps is None else min(steps, self.max_local_steps)
+
+
+def effective(cfg: DictConfig) -> Effective:
+    p, t = cfg.profile, cfg.train
+
+    def cap(value, limit):
+        return value if limit is None else min(value, limit)
+
+    return Effective(
+        rounds=cap(t.rounds, p.max_rounds),
+        local_epochs=cap(t.local_epochs, p.max_local_epochs),
+        local_steps=t.local_steps,
+        max_local_steps=p.max_local_steps,
+        eval_every=max(t.eval_every, p.min_eval_every or 1),
+        max_test_samples=p.max_test_samples,
+        max_train_eval_samples=p.max_train_eval_samples,
+    )
+
+
+# Keys that say where or how a run is reported, not what it computes.
+_NOT_IN_KEY = ("logger", "data_root", "results_root")
+
+
+def identity(cfg: DictConfig) -> dict:
+    data = OmegaConf.to_container(cfg, resolve=True)
+    for key in _NOT_IN_KEY:
+        data.pop(key, None)
+    data["train"].pop("checkpoint_every", None)
+    return data
+
+
+def run_key(cfg: DictConfig) -> str:
+    """A short stable hash of everything that determines the run's numbers."""
+    blob = json.dumps(identity(cfg), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+def compose_config(overrides: list[str] = ()) -> DictConfig:
+    """The config `python -m fedrepro <overrides>` would run (for tables and tests)."""
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        return compose(config_name="config", overrides=list(overrides))

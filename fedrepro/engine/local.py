@@ -1,0 +1,80 @@
+"""Client executors: run the selected clients' local training for one round.
+
+The sequential executor is the reference: one client after another, plain SGD on the flat
+vector exactly as FedDyn's code trains (mean loss over the batch, clipping of the global
+gradient norm, weight decay added after clipping, ceil(n / B) steps per epoch with a last
+partial batch). A faster executor (issue 7) keeps the same contract.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from fedrepro.algorithms.base import LocalObjective
+from fedrepro.engine.seeding import generator
+from fedrepro.models.flat import FlatModel
+
+
+@dataclass
+class ClientJob:
+    client: int
+    objective: LocalObjective
+    steps: int
+
+
+def batch_schedule(n: int, batch_size: int, steps: int, g: torch.Generator, device) -> list[torch.Tensor]:
+    """`steps` batches of positions 0..n-1: fresh permutation each epoch, last batch partial."""
+    batches: list[torch.Tensor] = []
+    while len(batches) < steps:
+        perm = torch.randperm(n, generator=g, device=device)
+        batches.extend(perm.split(batch_size))
+    return batches[:steps]
+
+
+class SequentialExecutor:
+    def __init__(self, model: FlatModel, x: torch.Tensor, y: torch.Tensor,
+                 client_indices: list[torch.Tensor], *, batch_size: int, weight_decay: float,
+                 clip_norm: float | None, seed: int):
+        self.model, self.x, self.y = model, x, y
+        self.client_indices = client_indices
+        self.batch_size, self.weight_decay, self.clip_norm = batch_size, weight_decay, clip_norm
+        self.seed = seed
+
+    def run(self, jobs: list[ClientJob], start: torch.Tensor, lr: float, round: int):
+        """Train each job's client from `start`; returns ((len(jobs), d) models, (len(jobs),) mean losses)."""
+        models = torch.empty(len(jobs), start.numel(), dtype=start.dtype, device=start.device)
+        losses = torch.empty(len(jobs), dtype=torch.float64)
+        for i, job in enumerate(jobs):
+            models[i], losses[i] = self.train_client(job, start, lr, round)
+        return models, losses
+
+    def train_client(self, job: ClientJob, start: torch.Tensor, lr: float, round: int):
+        idx = self.client_indices[job.client]
+        g = generator(self.seed, "batches", round, job.client, device="cpu")
+        schedule = batch_schedule(len(idx), self.batch_size, job.steps, g, "cpu")
+        obj = job.objective
+        decay = self.weight_decay + obj.extra_decay
+        w = start.clone()
+        total = 0.0
+        for positions in schedule:
+            rows = idx[positions.to(idx.device)]
+            xb, yb = self.x[rows], self.y[rows]
+            w.requires_grad_(True)
+            loss = self.model.loss(w, xb, yb)
+            (grad,) = torch.autograd.grad(loss, w)
+            w = w.detach()
+            penalty = obj.gradient(w)
+            if penalty is not None:
+                grad += penalty
+            if self.clip_norm is not None:
+                # torch.nn.utils.clip_grad_norm_'s rule: scale by max_norm / (norm + 1e-6) when above
+                norm = grad.norm()
+                grad *= torch.clamp(self.clip_norm / (norm + 1e-6), max=1.0)
+            if decay:
+                grad += decay * w
+            w -= lr * grad
+            total += loss.item()
+        mean_loss = total / max(len(schedule), 1)
+        return w, (mean_loss if math.isfinite(mean_loss) else float("nan"))

@@ -1,0 +1,133 @@
+"""The federated round loop.
+
+One round: sample clients, broadcast (downlink through the ledger), local training by the
+executor, uploads (uplink through the ledger), server aggregation, and every
+`eval_every` rounds an evaluation of three models: the server model, the mean of every
+client's latest model (never-sampled clients still hold the initial model, as FedDyn
+reports) and the mean of this round's selected clients' models.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+from fedrepro.algorithms.base import Algorithm
+from fedrepro.config import Effective
+from fedrepro.engine.evaluate import evaluate
+from fedrepro.engine.local import ClientJob
+from fedrepro.engine.sampling import sample_clients
+from fedrepro.errors import DivergenceError
+from fedrepro.metrics.ledger import Ledger
+from fedrepro.models.flat import FlatModel
+
+
+@dataclass
+class EvalData:
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    x_train: torch.Tensor  # the training-loss subset
+    y_train: torch.Tensor
+
+
+@dataclass
+class Schedule:
+    rounds: int
+    lr: float
+    lr_decay: float
+    batch_size: int
+    participation_mode: str
+    participation_rate: float
+    cohort_size: Optional[int]
+    seed: int
+
+
+class RoundLoop:
+    def __init__(self, *, model: FlatModel, algorithm: Algorithm, executor, ledger: Ledger,
+                 client_sizes: torch.Tensor, theta0: torch.Tensor, eff: Effective,
+                 schedule: Schedule, eval_data: EvalData):
+        self.model, self.algorithm, self.executor, self.ledger = model, algorithm, executor, ledger
+        self.client_sizes = client_sizes
+        self.eff, self.schedule, self.eval_data = eff, schedule, eval_data
+        self.num_clients = len(client_sizes)
+        # Every client's latest local model; the initial model until a client is sampled.
+        self.latest = theta0.expand(self.num_clients, -1).clone()
+
+    # -- state for checkpoints ------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"algorithm": self.algorithm.state_dict(), "latest": self.latest,
+                "ledger": self.ledger.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.algorithm.load_state_dict(state["algorithm"])
+        self.latest = state["latest"].clone()
+        self.ledger.load_state_dict(state["ledger"])
+
+    # -- one round --------------------------------------------------------------------------
+    def run_round(self, t: int) -> dict:
+        """Round t (0-based); returns the row logged for round t + 1."""
+        s, alg = self.schedule, self.algorithm
+        selected = sample_clients(s.participation_mode, s.participation_rate, s.cohort_size,
+                                  self.num_clients, s.seed, t)
+        received = alg.broadcast()
+        for k in selected.tolist():
+            for name, message in received.items():
+                self.ledger.record("down", k, name, message)
+        jobs = []
+        for k in selected.tolist():
+            obj = alg.local_objective(k, received)
+            steps = self.eff.steps_for(int(self.client_sizes[k]), s.batch_size)
+            if obj.local_steps is not None:
+                cap = self.eff.max_local_steps
+                steps = obj.local_steps if cap is None else min(obj.local_steps, cap)
+            jobs.append(ClientJob(k, obj, steps))
+        lr = s.lr * s.lr_decay ** t
+        models, losses = self.executor.run(jobs, received["model"], lr, t)
+        if not torch.isfinite(losses).all() or not torch.isfinite(models).all():
+            raise DivergenceError(
+                f"local training diverged in round {t + 1} (non-finite loss or model): "
+                f"lower train.lr (now {s.lr}) or keep train.clip_norm set", round=t + 1)
+        messages: dict[str, list[torch.Tensor]] = {}
+        for i, k in enumerate(selected.tolist()):
+            for name, message in alg.upload(k, models[i], received).items():
+                self.ledger.record("up", k, name, message)
+                messages.setdefault(name, []).append(message)
+        alg.aggregate(selected, {name: torch.stack(v) for name, v in messages.items()})
+        self.latest[selected] = models
+        row = {"round": t + 1, "clients": len(selected), "lr": lr, "local_loss": float(losses.mean())}
+        row.update(self.ledger.end_round())
+        if (t + 1) % self.eff.eval_every == 0 or t + 1 == self.eff.rounds:
+            row.update(self.evaluate(t + 1, selected, models))
+        return row
+
+    # -- evaluation -------------------------------------------------------------------------
+    def evaluate(self, round: int, selected: Optional[torch.Tensor] = None,
+                 models: Optional[torch.Tensor] = None) -> dict:
+        alg, d = self.algorithm, self.eval_data
+        everyone = torch.arange(self.num_clients)
+        candidates = {
+            "server": alg.server_model(),
+            "all": alg.client_weights(everyone).to(self.latest.dtype) @ self.latest,
+        }
+        if selected is not None:
+            candidates["selected"] = alg.client_weights(selected).to(models.dtype) @ models
+        row = {}
+        for label, w in candidates.items():
+            test_loss, test_acc = evaluate(self.model, w, d.x_test, d.y_test)
+            train_loss, _ = evaluate(self.model, w, d.x_train, d.y_train)
+            row.update({f"{label}_test_acc": test_acc, f"{label}_test_loss": test_loss,
+                        f"{label}_train_loss": train_loss})
+        if not math.isfinite(row["server_test_loss"]):
+            raise DivergenceError(f"the server model's test loss is not finite in round {round}: "
+                                  "the run diverged; lower train.lr", round=round)
+        return row
+
+    def run(self, start_round: int, on_row: Callable[[dict], None],
+            on_checkpoint: Callable[[int], None], checkpoint_every: int) -> None:
+        for t in range(start_round, self.eff.rounds):
+            row = self.run_round(t)
+            on_row(row)
+            if (t + 1) % checkpoint_every == 0 and t + 1 < self.eff.rounds:
+                on_checkpoint(t + 1)

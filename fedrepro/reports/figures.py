@@ -1,0 +1,57 @@
+"""Redraw the papers' curves from runs' metrics.csv frames (one line per labelled run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+
+def metric_figure(curves: dict[str, pd.DataFrame], out_path, *, x: str = "round", y: str,
+                  xlabel: str | None = None, ylabel: str | None = None, title: str = "",
+                  logy: bool = False) -> Path:
+    """Plot column y against x for each labelled run and save a PNG; rows with NaN y are skipped."""
+    # Agg canvas on a bare Figure: renders headless and leaves pyplot's global backend alone.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if not curves:
+        raise ValueError("no curves to plot")
+    for label, df in curves.items():
+        missing = [c for c in (x, y) if c not in df.columns]
+        if missing:
+            raise ValueError(f"curve {label!r} lacks columns {missing}; it has {list(df.columns)}")
+
+    fig = Figure(figsize=(6.4, 4.2), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    drawn = 0
+    for label, df in curves.items():
+        pts = df[[x, y]].apply(pd.to_numeric, errors="coerce").dropna().sort_values(x)
+        if len(pts):
+            ax.plot(pts[x], pts[y], label=label, marker="." if len(pts) < 30 else None)
+            drawn += 1
+    if drawn == 0:
+        # Still write the file so a table target's outputs exist; say why it is empty.
+        ax.text(0.5, 0.5, f"no {y} values recorded", ha="center", va="center", transform=ax.transAxes)
+    else:
+        ax.legend(fontsize="small")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or y)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_path, format="png")
+    return out_path
+
+
+def accuracy_figure(curves: dict[str, pd.DataFrame], out_path, *, x: str = "round",
+                    y: str = "all_test_acc", title: str = "") -> Path:
+    """Test accuracy against rounds, one line per run (the papers' accuracy figures)."""
+    return metric_figure(curves, out_path, x=x, y=y, ylabel="test accuracy", title=title)

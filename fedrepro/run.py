@@ -1,0 +1,216 @@
+"""Run one resolved config end to end, reusing or resuming what the results store holds."""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from fedrepro import store
+from fedrepro.algorithms import Federation, build_algorithm
+from fedrepro.config import effective, run_key, validate
+from fedrepro.data.loaders import load_dataset
+from fedrepro.data.partition import make_partition, partition_summary
+from fedrepro.engine.local import SequentialExecutor
+from fedrepro.engine.loop import EvalData, RoundLoop, Schedule
+from fedrepro.engine.seeding import derive_seed, generator
+from fedrepro.errors import DivergenceError
+from fedrepro.metrics.ledger import Ledger
+from fedrepro.models.flat import build_model
+
+
+# The run folder holds more than the CSV; metrics.csv itself is managed below (resume).
+warnings.filterwarnings("ignore", message="Experiment logs directory .* exists and is not empty")
+
+
+class Interrupted(Exception):
+    """Raised by `interrupt_after` (tests): the process 'dies' right after that round."""
+
+
+@dataclass
+class RunResult:
+    key: str
+    folder: Path
+    summary: dict
+    reused: bool
+
+
+def _subset(n: int, limit: Optional[int], seed: int, purpose: str) -> Optional[torch.Tensor]:
+    if limit is None or limit >= n:
+        return None
+    return torch.randperm(n, generator=generator(seed, purpose))[:limit].sort().values
+
+
+def _loggers(cfg: DictConfig, folder: Path, key: str):
+    from lightning.fabric.loggers import CSVLogger
+
+    csv = CSVLogger(root_dir=str(folder), name="", version="")
+    loggers = [csv]
+    if cfg.logger.name == "wandb":
+        # Offline unless the user asks otherwise: a run must never wait on the network.
+        # The API key and entity are read by wandb from the environment only.
+        os.environ.setdefault("WANDB_MODE", cfg.logger.wandb_mode)
+        os.environ.setdefault("WANDB_SILENT", "true")
+        from lightning.pytorch.loggers import WandbLogger
+
+        loggers.append(WandbLogger(project=cfg.logger.wandb_project, name=key, id=key,
+                                   save_dir=str(folder), mode=cfg.logger.wandb_mode,
+                                   config=OmegaConf.to_container(cfg, resolve=True)))
+    return csv, loggers
+
+
+def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
+                   quiet: bool = False) -> RunResult:
+    validate(cfg)
+    key = run_key(cfg)
+    folder = store.run_dir(cfg.results_root, key)
+    done = store.read_summary(folder)
+    if done is not None and done.get("status") in ("finished", "diverged"):
+        if not quiet:
+            print(f"[fedrepro] reusing finished run {folder}")
+        return RunResult(key, folder, done, reused=True)
+
+    from lightning.fabric import Fabric
+
+    eff = effective(cfg)
+    t0 = time.perf_counter()
+    data = load_dataset(cfg.dataset.name, cfg.data_root, download=cfg.dataset.download)
+    s = cfg.split
+    parts = make_partition(data.y_train.numpy(), cfg.train.num_clients, kind=s.kind,
+                           seed=derive_seed(cfg.seed, "partition"), alpha=s.alpha, balance=s.balance,
+                           sigma=s.sigma, shards_per_client=s.shards_per_client,
+                           sorted_fraction=s.sorted_fraction)
+    folder.mkdir(parents=True, exist_ok=True)
+    store.write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+    store.write_json(folder / "partition.json",
+                     partition_summary(data.y_train.numpy(), parts, data.num_classes))
+
+    csv_logger, loggers = _loggers(cfg, folder, key)
+    accelerator = {"cpu": "cpu", "cuda": "cuda", "auto": "auto"}[cfg.train.device]
+    fabric = Fabric(accelerator=accelerator, devices=1, precision="32-true", loggers=loggers)
+    fabric.seed_everything(cfg.seed, verbose=False)
+    device = fabric.device
+
+    x_train, y_train = data.x_train.to(device), data.y_train.to(device)
+    test_idx = _subset(len(data.y_test), eff.max_test_samples, cfg.seed, "test-subset")
+    train_idx = _subset(len(data.y_train), eff.max_train_eval_samples, cfg.seed, "train-subset")
+    x_test = data.x_test if test_idx is None else data.x_test[test_idx]
+    y_test = data.y_test if test_idx is None else data.y_test[test_idx]
+    eval_data = EvalData(
+        x_test.to(device), y_test.to(device),
+        x_train if train_idx is None else x_train[train_idx.to(device)],
+        y_train if train_idx is None else y_train[train_idx.to(device)])
+
+    model, theta0 = build_model(cfg.model, tuple(data.x_train.shape[1:]), data.num_classes,
+                                seed=derive_seed(cfg.seed, "init"))
+    model.module.to(device)
+    theta0 = theta0.to(device)
+    client_indices = [torch.as_tensor(p, dtype=torch.long, device=device) for p in parts]
+    sizes = torch.tensor([len(p) for p in parts], dtype=torch.float32)
+    algorithm = build_algorithm(cfg.algorithm)
+    algorithm.setup(Federation(len(parts), model.dim, sizes), theta0)
+    ledger = Ledger(model.dim, entropy=cfg.metrics.entropy, bin_width=cfg.metrics.bin_width)
+    t = cfg.train
+    executor = SequentialExecutor(model, x_train, y_train, client_indices, batch_size=t.batch_size,
+                                  weight_decay=t.weight_decay, clip_norm=t.clip_norm, seed=cfg.seed)
+    p = cfg.participation
+    loop = RoundLoop(model=model, algorithm=algorithm, executor=executor, ledger=ledger,
+                     client_sizes=sizes, theta0=theta0, eff=eff, eval_data=eval_data,
+                     schedule=Schedule(eff.rounds, t.lr, t.lr_decay, t.batch_size, p.mode, p.rate,
+                                       p.cohort_size, cfg.seed))
+    setup_s = time.perf_counter() - t0
+
+    history: list[dict] = []
+    start_round, elapsed_before = 0, 0.0
+    checkpoint = store.load_checkpoint(folder, key)
+    metrics_csv = folder / "metrics.csv"
+    if metrics_csv.exists():
+        metrics_csv.unlink()  # rewritten below from the checkpoint's history (or from scratch)
+    if checkpoint is not None:
+        loop.load_state_dict(checkpoint["loop"])
+        history, start_round = checkpoint["history"], checkpoint["round"]
+        elapsed_before = checkpoint["train_seconds"]
+        for row in history:
+            csv_logger.log_metrics(row, step=row["round"])
+        if not quiet:
+            print(f"[fedrepro] resuming {folder} from round {start_round}")
+    else:
+        row = {"round": 0, "clients": 0, "lr": t.lr, "local_loss": float("nan")}
+        row.update(loop.evaluate(0))
+        history.append(row)
+        fabric.log_dict(row, step=0)
+
+    t_train = time.perf_counter()
+    progress = _progress(cfg, eff.rounds, start_round, quiet)
+
+    def on_row(row: dict) -> None:
+        history.append(row)
+        fabric.log_dict(row, step=row["round"])
+        if progress is not None:
+            progress.update(1)
+            acc = next((r["all_test_acc"] for r in reversed(history) if "all_test_acc" in r), float("nan"))
+            progress.set_postfix(acc=f"{acc:.4f}", up_Mbit=f"{row['cum_up_dense_bits'] / 1e6:.1f}")
+        if interrupt_after is not None and row["round"] == interrupt_after:
+            raise Interrupted(f"interrupted after round {interrupt_after}")
+
+    def on_checkpoint(round_done: int) -> None:
+        store.save_torch(folder / "checkpoint.pt", {
+            "key": key, "round": round_done, "loop": loop.state_dict(), "history": list(history),
+            "train_seconds": elapsed_before + time.perf_counter() - t_train})
+
+    status, error = "finished", None
+    try:
+        loop.run(start_round, on_row, on_checkpoint, cfg.train.checkpoint_every)
+    except DivergenceError as exc:
+        status, error = "diverged", f"{exc} (round {exc.round})"
+    finally:
+        if progress is not None:
+            progress.close()
+        for lg in loggers:
+            lg.save()
+    train_s = elapsed_before + time.perf_counter() - t_train
+    rounds_done = history[-1]["round"]
+    final = next((r for r in reversed(history) if "server_test_acc" in r), {})
+    summary = {
+        "key": key, "status": status, "error": error,
+        "profile": cfg.profile.name, "seed": cfg.seed, "dataset": cfg.dataset.name,
+        "data_source": data.source, "algorithm": cfg.algorithm.name, "dim": model.dim,
+        "rounds": eff.rounds, "rounds_completed": rounds_done,
+        "client_rounds": sum(r["clients"] for r in history),
+        "final": {**history[-1], **final}, "setup_seconds": round(setup_s, 3),
+        "train_seconds": round(train_s, 3),
+        "seconds_per_round": round(train_s / max(rounds_done, 1), 4),
+        "resumed_from": start_round or None,
+        "device": str(device), "torch": torch.__version__,
+    }
+    store.save_torch(folder / "model.pt", algorithm.server_model().cpu())
+    _figure(folder, key, history)
+    store.write_json(folder / "summary.json", summary)
+    (folder / "checkpoint.pt").unlink(missing_ok=True)
+    for lg in loggers:
+        lg.finalize(status if status == "finished" else "failed")
+    return RunResult(key, folder, summary, reused=False)
+
+
+def _progress(cfg, total: int, start: int, quiet: bool):
+    if quiet or not cfg.logger.progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=start, desc="round", unit="rd", leave=False, disable=None)
+
+
+def _figure(folder: Path, key: str, history: list[dict]) -> None:
+    import pandas as pd
+
+    from fedrepro.reports.figures import accuracy_figure
+
+    frame = pd.DataFrame(history)
+    curves = {f"{m} model": frame.rename(columns={f"{m}_test_acc": "acc"})
+              for m in ("server", "all", "selected") if f"{m}_test_acc" in frame}
+    accuracy_figure(curves, folder / "accuracy.png", y="acc", title=f"run {key}")

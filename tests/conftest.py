@@ -1,0 +1,22 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # experiments/ is a top-level package, not installed
+
+import fedrepro  # noqa: E402,F401  (torchvision shim first)
+
+os.environ.setdefault("WANDB_MODE", "offline")
+
+
+@pytest.fixture
+def results(tmp_path):
+    return str(tmp_path / "results")
+
+
+def real_data_root():
+    """The real-data folder, or None when the real-data tier is off (FEDREPRO_DATA_ROOT unset)."""
+    return os.environ.get("FEDREPRO_DATA_ROOT")

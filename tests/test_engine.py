@@ -1,0 +1,136 @@
+"""The round loop, FedAvg / FedProx, sampling, batching, the ledger inside a run, resume and divergence."""
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from convex import least_squares_problem, run_convex
+from fedrepro.algorithms.fedavg import FedAvg, FedProx
+from fedrepro.config import compose_config
+from fedrepro.engine.local import batch_schedule
+from fedrepro.engine.sampling import sample_clients
+from fedrepro.run import Interrupted, run_experiment
+
+SMOKE = ["profile=smoke", "logger.progress=false"]
+
+
+def test_fedavg_drifts_from_the_global_optimum_with_many_local_steps():
+    """Heterogeneous least squares: one local step (= gradient descent on the global objective)
+    reaches the optimum; 50 local steps converge to a different point. The drift that SCAFFOLD,
+    FedDyn and FedElasticNet Algorithm 3 remove (next issue)."""
+    x, y, idx, optimum = least_squares_problem()
+    one_step = run_convex(FedAvg(), x, y, idx, rounds=300, local_steps=1, lr=0.05)
+    many_steps = run_convex(FedAvg(), x, y, idx, rounds=300, local_steps=50, lr=0.05)
+    assert (one_step - optimum).norm() < 1e-6
+    drift = float((many_steps - optimum).norm())
+    assert drift > 0.5 * float(optimum.norm()), drift  # measured: 1.88 against ||w*|| = 2.42
+    prox = run_convex(FedProx(mu=0.5), x, y, idx, rounds=300, local_steps=50, lr=0.05)
+    assert (prox - optimum).norm() > 0.25 * optimum.norm()  # FedProx damps but keeps the drift
+
+
+def test_fedprox_with_mu_zero_is_fedavg_bit_for_bit(results):
+    runs = {}
+    for alg in (["algorithm=fedavg"], ["algorithm=fedprox", "algorithm.mu=0"]):
+        r = run_experiment(compose_config([*SMOKE, *alg, f"results_root={results}"]), quiet=True)
+        runs[alg[0]] = (torch.load(r.folder / "model.pt"), pd.read_csv(r.folder / "metrics.csv"))
+    (wa, ma), (wp, mp) = runs.values()
+    assert torch.equal(wa, wp)
+    pd.testing.assert_frame_equal(ma, mp)
+
+
+def test_fedprox_mu_changes_the_result(results):
+    a = run_experiment(compose_config([*SMOKE, "algorithm=fedprox", "algorithm.mu=0", f"results_root={results}"]), quiet=True)
+    b = run_experiment(compose_config([*SMOKE, "algorithm=fedprox", "algorithm.mu=1.0", f"results_root={results}"]), quiet=True)
+    assert not torch.equal(torch.load(a.folder / "model.pt"), torch.load(b.folder / "model.pt"))
+
+
+def test_bernoulli_sampling_is_seeded_and_never_empty():
+    draws = [sample_clients("bernoulli", 0.1, None, 100, seed=0, round=t) for t in range(200)]
+    assert all(len(d) > 0 for d in draws)
+    assert draws[3].tolist() == sample_clients("bernoulli", 0.1, None, 100, seed=0, round=3).tolist()
+    assert draws[3].tolist() != sample_clients("bernoulli", 0.1, None, 100, seed=1, round=3).tolist()
+    sizes = torch.tensor([len(d) for d in draws], dtype=torch.float)
+    assert 9 < sizes.mean() < 11 and sizes.std() > 1  # the cohort size varies around 10
+    tiny = [sample_clients("bernoulli", 0.001, None, 10, seed=0, round=t) for t in range(20)]
+    assert all(len(d) >= 1 for d in tiny)  # redrawn when nobody joins
+
+
+def test_fixed_cohort_sampling():
+    draws = [sample_clients("fixed", 0.1, None, 100, seed=0, round=t) for t in range(50)]
+    assert all(len(d) == 10 and len(set(d.tolist())) == 10 for d in draws)
+    assert len(sample_clients("fixed", 0.1, 7, 100, seed=0, round=0)) == 7
+
+
+def test_batch_schedule_epochs_and_partial_last_batch():
+    g = torch.Generator().manual_seed(0)
+    batches = batch_schedule(105, 50, 6, g, "cpu")  # ceil(105/50) = 3 batches an epoch
+    assert [len(b) for b in batches] == [50, 50, 5, 50, 50, 5]
+    assert sorted(torch.cat(batches[:3]).tolist()) == list(range(105))
+    assert batches[0].tolist() != batches[3].tolist()  # a fresh permutation each epoch
+
+
+def test_ledger_counts_every_message_of_a_run(results):
+    r = run_experiment(compose_config([*SMOKE, f"results_root={results}"]), quiet=True)
+    s = r.summary
+    metrics = pd.read_csv(r.folder / "metrics.csv")
+    client_rounds = int(metrics["clients"].sum())
+    final = s["final"]
+    assert s["client_rounds"] == client_rounds
+    assert final["cum_up_messages"] == final["cum_down_messages"] == client_rounds
+    assert final["cum_up_dense_bits"] == 32 * s["dim"] * client_rounds
+    # FedAvg uploads dense updates: all but a handful of coordinates are nonzero
+    assert 0.99 * s["dim"] * client_rounds <= final["cum_up_nonzeros"] <= s["dim"] * client_rounds
+    assert final["cum_down_nonzeros"] <= s["dim"] * client_rounds
+    assert final["cum_up_entropy"] > 0
+    partition = json.loads((r.folder / "partition.json").read_text())
+    assert partition["num_clients"] == 100
+
+
+def test_finished_run_is_reused_not_recomputed(results):
+    cfg = compose_config([*SMOKE, f"results_root={results}"])
+    first = run_experiment(cfg, quiet=True)
+    second = run_experiment(cfg, quiet=True)
+    assert not first.reused and second.reused and first.summary == second.summary
+
+
+def test_resume_after_interruption_gives_identical_metrics(tmp_path):
+    overrides = [*SMOKE, "profile.max_rounds=7", "train.checkpoint_every=2", "participation=p10"]
+    clean = run_experiment(compose_config([*overrides, f"results_root={tmp_path / 'a'}"]), quiet=True)
+    cfg = compose_config([*overrides, f"results_root={tmp_path / 'b'}"])
+    with pytest.raises(Interrupted):
+        run_experiment(cfg, interrupt_after=5, quiet=True)  # last checkpoint: round 4
+    assert (tmp_path / "b" / "runs" / clean.key / "checkpoint.pt").exists()
+    resumed = run_experiment(cfg, quiet=True)
+    assert resumed.summary["resumed_from"] == 4
+    assert resumed.summary["final"] == clean.summary["final"]
+    assert torch.equal(torch.load(resumed.folder / "model.pt"), torch.load(clean.folder / "model.pt"))
+    pd.testing.assert_frame_equal(pd.read_csv(resumed.folder / "metrics.csv"),
+                                  pd.read_csv(clean.folder / "metrics.csv"))
+    assert not (resumed.folder / "checkpoint.pt").exists()
+
+
+def test_damaged_checkpoint_restarts_with_a_warning(tmp_path):
+    cfg = compose_config([*SMOKE, "train.checkpoint_every=1", f"results_root={tmp_path}"])
+    with pytest.raises(Interrupted):
+        run_experiment(cfg, interrupt_after=2, quiet=True)
+    ckpt = next((tmp_path / "runs").glob("*/checkpoint.pt"))
+    ckpt.write_bytes(ckpt.read_bytes()[:100])  # truncated
+    with pytest.warns(UserWarning, match="damaged"):
+        r = run_experiment(cfg, quiet=True)
+    assert r.summary["status"] == "finished" and r.summary["resumed_from"] is None
+
+
+def test_diverging_run_stops_with_status_and_keeps_its_log(results):
+    r = run_experiment(compose_config([*SMOKE, "train.lr=1e6", "train.clip_norm=null",
+                                       f"results_root={results}"]), quiet=True)
+    assert r.summary["status"] == "diverged"
+    assert "round" in r.summary["error"] and "train.lr" in r.summary["error"]
+    assert (r.folder / "metrics.csv").exists() and (r.folder / "summary.json").exists()
+
+
+def test_wandb_logger_runs_offline(results, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    r = run_experiment(compose_config([*SMOKE, "logger=wandb", f"results_root={results}"]), quiet=True)
+    assert r.summary["status"] == "finished"
+    assert list((r.folder / "wandb").glob("offline-run-*")), "no offline W&B run was written"
