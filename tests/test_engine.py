@@ -17,15 +17,15 @@ SMOKE = ["profile=smoke", "logger.progress=false"]
 
 def test_fedavg_drifts_from_the_global_optimum_with_many_local_steps():
     """Heterogeneous least squares: one local step (= gradient descent on the global objective)
-    reaches the optimum; 50 local steps converge to a different point. The drift that SCAFFOLD,
+    reaches the optimum; 20 local steps converge to a different point. The drift that SCAFFOLD,
     FedDyn and FedElasticNet Algorithm 3 remove (next issue)."""
     x, y, idx, optimum = least_squares_problem()
-    one_step = run_convex(FedAvg(), x, y, idx, rounds=300, local_steps=1, lr=0.05)
-    many_steps = run_convex(FedAvg(), x, y, idx, rounds=300, local_steps=50, lr=0.05)
+    one_step = run_convex(FedAvg(), x, y, idx, rounds=150, local_steps=1, lr=0.1)
+    many_steps = run_convex(FedAvg(), x, y, idx, rounds=40, local_steps=20, lr=0.1)
     assert (one_step - optimum).norm() < 1e-6
     drift = float((many_steps - optimum).norm())
-    assert drift > 0.5 * float(optimum.norm()), drift  # measured: 1.88 against ||w*|| = 2.42
-    prox = run_convex(FedProx(mu=0.5), x, y, idx, rounds=300, local_steps=50, lr=0.05)
+    assert drift > 0.5 * float(optimum.norm()), drift  # measured: 1.80 against ||w*|| = 2.42
+    prox = run_convex(FedProx(mu=0.5), x, y, idx, rounds=40, local_steps=20, lr=0.1)
     assert (prox - optimum).norm() > 0.25 * optimum.norm()  # FedProx damps but keeps the drift
 
 
