@@ -16,7 +16,6 @@ SEEDS ?= 1
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -d $(VENV) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 
