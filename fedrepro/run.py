@@ -189,7 +189,8 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
         "device": str(device), "torch": torch.__version__,
     }
     store.save_torch(folder / "model.pt", algorithm.server_model().cpu())
-    _figure(folder, key, history)
+    _figure(folder, f"{cfg.algorithm.name} on {cfg.dataset.name}, {cfg.split.kind} split, "
+                    f"{cfg.profile.name} profile, seed {cfg.seed}", history)
     store.write_json(folder / "summary.json", summary)
     (folder / "checkpoint.pt").unlink(missing_ok=True)
     for lg in loggers:
@@ -205,12 +206,14 @@ def _progress(cfg, total: int, start: int, quiet: bool):
     return tqdm(total=total, initial=start, desc="round", unit="rd", leave=False, disable=None)
 
 
-def _figure(folder: Path, key: str, history: list[dict]) -> None:
+def _figure(folder: Path, title: str, history: list[dict]) -> None:
     import pandas as pd
 
     from fedrepro.reports.figures import accuracy_figure
 
     frame = pd.DataFrame(history)
-    curves = {f"{m} model": frame.rename(columns={f"{m}_test_acc": "acc"})
-              for m in ("server", "all", "selected") if f"{m}_test_acc" in frame}
-    accuracy_figure(curves, folder / "accuracy.png", y="acc", title=f"run {key}")
+    labels = {"server": "server model", "all": "mean of all clients' models",
+              "selected": "mean of the round's selected clients"}
+    curves = {label: frame.rename(columns={f"{m}_test_acc": "acc"})
+              for m, label in labels.items() if f"{m}_test_acc" in frame}
+    accuracy_figure(curves, folder / "accuracy.png", y="acc", title=title)
