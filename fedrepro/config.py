@@ -90,8 +90,46 @@ class FedAvgConfig(AlgorithmConfig):
 
 @dataclass
 class FedProxConfig(AlgorithmConfig):
+    """FedProx; with lambda1 / epsilon > 0, FedElasticNet Algorithm 1 (lambda2 = mu)."""
+
     name: str = "fedprox"
-    mu: float = 1e-4  # proximal weight: mu/2 ||w - theta_server||^2
+    mu: float = 1e-4  # l2 / proximal weight: mu/2 ||w - theta_server||^2
+    lambda1: float = 0.0  # l1 weight on the local update
+    epsilon: float = 0.0  # entries of the sent update with |x| <= epsilon become 0
+
+
+@dataclass
+class ScaffoldConfig(AlgorithmConfig):
+    """SCAFFOLD option II; with lambda1 / lambda2 / epsilon, FedElasticNet Algorithm 2."""
+
+    name: str = "scaffold"
+    lambda1: float = 0.0
+    lambda2: float = 0.0
+    epsilon: float = 0.0
+    global_lr: float = 1.0
+
+
+@dataclass
+class FedDynConfig(AlgorithmConfig):
+    """FedDyn; with lambda1 / epsilon and transmit=update, FedElasticNet Algorithm 3."""
+
+    name: str = "feddyn"
+    alpha: float = 1e-2  # the dynamic regularizer's weight (lambda2 in FedElasticNet)
+    lambda1: float = 0.0
+    epsilon: float = 0.0
+    transmit: str = "model"  # model (theta_k, as published) | update (Delta_k)
+
+
+@dataclass
+class FedSplitConfig(AlgorithmConfig):
+    name: str = "fedsplit"
+    step: float = 1.0  # s of prox_{s L_k}
+    server: str = "act"  # act (mean of active clients) | all (mean of every client)
+
+
+@dataclass
+class DSGDConfig(AlgorithmConfig):
+    name: str = "dsgd"
 
 
 @dataclass
@@ -140,7 +178,8 @@ SCHEMAS: dict[str, dict[str, type]] = {
     "dataset": {"dataset": DatasetConfig},
     "split": {"split": SplitConfig},
     "model": {"model": ModelConfig},
-    "algorithm": {"fedavg": FedAvgConfig, "fedprox": FedProxConfig},
+    "algorithm": {"fedavg": FedAvgConfig, "fedprox": FedProxConfig, "scaffold": ScaffoldConfig,
+                  "feddyn": FedDynConfig, "fedsplit": FedSplitConfig, "dsgd": DSGDConfig},
     "participation": {"participation": ParticipationConfig},
     "compressor": {"compressor": CompressorConfig},
     "profile": {"profile": ProfileConfig},
@@ -218,9 +257,18 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("model.name=mlp needs model.hidden, e.g. [200, 200]")
     if any(h <= 0 for h in cfg.model.hidden):
         raise ConfigError(f"model.hidden={list(cfg.model.hidden)} must hold positive layer widths")
-    mu = _get(cfg, "algorithm.mu")
-    if mu is not None and mu < 0:
-        raise ConfigError(f"algorithm.mu={mu} must be >= 0")
+    for key in ("mu", "lambda1", "lambda2", "epsilon"):
+        value = _get(cfg, f"algorithm.{key}")
+        if value is not None and value < 0:
+            raise ConfigError(f"algorithm.{key}={value} must be >= 0")
+    for key in ("alpha", "global_lr", "step"):
+        value = _get(cfg, f"algorithm.{key}")
+        if value is not None and value <= 0:
+            raise ConfigError(f"algorithm.{key}={value} must be > 0")
+    for key, allowed in (("transmit", ("model", "update")), ("server", ("act", "all"))):
+        value = _get(cfg, f"algorithm.{key}")
+        if value is not None and value not in allowed:
+            raise ConfigError(f"algorithm.{key}={value!r} is not valid; choose one of: {', '.join(allowed)}")
     for key in ("max_rounds", "max_local_epochs", "max_local_steps", "max_test_samples",
                 "max_train_eval_samples", "min_eval_every"):
         positive(f"profile.{key}", allow_none=True)

@@ -31,8 +31,11 @@ def least_squares_problem(num_clients=10, n=40, d=5, seed=0):
     return torch.cat(xs), torch.cat(ys), idx, optimum
 
 
-def run_convex(algorithm, x, y, idx, *, rounds, local_steps, lr, batch_size=None, rate=1.0, seed=0):
-    """Run `algorithm` through RoundLoop on the problem; returns the final server model."""
+def run_convex(algorithm, x, y, idx, *, rounds, local_steps, lr, batch_size=None, rate=1.0, seed=0,
+               trace=None):
+    """Run `algorithm` through RoundLoop on the problem; returns the final server model.
+
+    `trace`, a list, receives the server model after every round."""
     d = x.shape[1]
     model = FlatModel(nn.Linear(d, 1, bias=False).double(), loss="squared")
     theta0 = torch.zeros(d, dtype=torch.float64)
@@ -47,5 +50,9 @@ def run_convex(algorithm, x, y, idx, *, rounds, local_steps, lr, batch_size=None
                      client_sizes=sizes, theta0=theta0, eff=eff,
                      schedule=Schedule(rounds, lr, 1.0, batch, "bernoulli", rate, None, seed),
                      eval_data=EvalData(x, y, x, y))
-    loop.run(0, on_row=lambda row: None, on_checkpoint=lambda r: None, checkpoint_every=10 ** 9)
+    def on_row(row):
+        if trace is not None:
+            trace.append(algorithm.server_model().clone())
+
+    loop.run(0, on_row=on_row, on_checkpoint=lambda r: None, checkpoint_every=10 ** 9)
     return algorithm.server_model()

@@ -3,9 +3,12 @@
 An algorithm keeps its server and per-client state as flat tensors and answers five
 questions, in the order the engine asks them each round:
 
+0. `begin_round()`     the round index and its learning rate;
 1. `broadcast()`       what the server sends to every selected client (ledger: downlink);
-2. `local_objective()` the terms a client adds to its data loss in local training;
-3. `upload()`          what a client sends back after local training (ledger: uplink);
+2. `local_objective()` the terms a client adds to its data loss in local training, and
+   `local_steps()`     how many local steps it takes;
+3. `upload()`          what a client sends back after local training (ledger: uplink), and
+                       the client's own state update, made from what it actually sent;
 4. `aggregate()`       how the server combines the uploads it received;
 5. `server_model()`    the model the server holds (evaluated as "server").
 
@@ -36,7 +39,7 @@ class LocalObjective:
     l1: float = 0.0
     linear: Optional[torch.Tensor] = None
     extra_decay: float = 0.0
-    local_steps: Optional[int] = None  # overrides the engine's epochs (SCAFFOLD's fixed K)
+    start: Optional[torch.Tensor] = None  # where local training starts (None: the anchor)
 
     def gradient(self, w: torch.Tensor) -> Optional[torch.Tensor]:
         """The penalty part of the gradient at w (None when there is none)."""
@@ -49,6 +52,15 @@ class LocalObjective:
         if self.linear is not None:
             g = self.linear if g is None else g + self.linear
         return g
+
+
+def threshold(delta: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """FedElasticNet's sparsification of what is sent: entries with |x| <= epsilon become 0.
+
+    epsilon = 0 returns the input untouched (bit for bit, signed zeros included)."""
+    if not epsilon:
+        return delta
+    return torch.where(delta.abs() <= epsilon, torch.zeros_like(delta), delta)
 
 
 @dataclass
@@ -69,6 +81,16 @@ class Algorithm:
     def setup(self, fed: Federation, theta0: torch.Tensor) -> None:
         self.fed = fed
         self.theta = theta0.clone()
+        self.round, self.lr, self.base_lr = 0, 0.0, 0.0
+
+    def begin_round(self, t: int, lr: float, base_lr: float) -> None:
+        """Round t (0-based) starts; local steps use `lr` (the undecayed rate is `base_lr`)."""
+        self.round, self.lr, self.base_lr = t, lr, base_lr
+
+    def local_steps(self, k: int, own_steps: int, equal_steps: int) -> int:
+        """Local steps of client k: `own_steps` = epochs over its own data (FedAvg, FedDyn);
+        `equal_steps` = the same for a client of mean size, for methods with a fixed K."""
+        return own_steps
 
     def server_model(self) -> torch.Tensor:
         return self.theta
@@ -79,7 +101,8 @@ class Algorithm:
     def local_objective(self, k: int, received: dict[str, torch.Tensor]) -> LocalObjective:
         return LocalObjective(anchor=received["model"])
 
-    def upload(self, k: int, w: torch.Tensor, received: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def upload(self, k: int, w: torch.Tensor, steps: int, received: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Client k's message after `steps` local steps ended at `w` (and its state update)."""
         raise NotImplementedError
 
     def aggregate(self, selected: torch.Tensor, uploads: dict[str, torch.Tensor]) -> None:

@@ -42,21 +42,22 @@ class SequentialExecutor:
         self.batch_size, self.weight_decay, self.clip_norm = batch_size, weight_decay, clip_norm
         self.seed = seed
 
-    def run(self, jobs: list[ClientJob], start: torch.Tensor, lr: float, round: int):
-        """Train each job's client from `start`; returns ((len(jobs), d) models, (len(jobs),) mean losses)."""
-        models = torch.empty(len(jobs), start.numel(), dtype=start.dtype, device=start.device)
+    def run(self, jobs: list[ClientJob], lr: float, round: int):
+        """Train each job's client; returns ((len(jobs), d) final models, (len(jobs),) mean losses)."""
+        anchor = jobs[0].objective.anchor
+        models = torch.empty(len(jobs), anchor.numel(), dtype=anchor.dtype, device=anchor.device)
         losses = torch.empty(len(jobs), dtype=torch.float64)
         for i, job in enumerate(jobs):
-            models[i], losses[i] = self.train_client(job, start, lr, round)
+            models[i], losses[i] = self.train_client(job, lr, round)
         return models, losses
 
-    def train_client(self, job: ClientJob, start: torch.Tensor, lr: float, round: int):
+    def train_client(self, job: ClientJob, lr: float, round: int):
         idx = self.client_indices[job.client]
         g = generator(self.seed, "batches", round, job.client, device="cpu")
         schedule = batch_schedule(len(idx), self.batch_size, job.steps, g, "cpu")
         obj = job.objective
         decay = self.weight_decay + obj.extra_decay
-        w = start.clone()
+        w = (obj.anchor if obj.start is None else obj.start).clone()
         total = 0.0
         for positions in schedule:
             rows = idx[positions.to(idx.device)]

@@ -71,28 +71,26 @@ class RoundLoop:
         s, alg = self.schedule, self.algorithm
         selected = sample_clients(s.participation_mode, s.participation_rate, s.cohort_size,
                                   self.num_clients, s.seed, t)
+        lr = s.lr * s.lr_decay ** t
+        alg.begin_round(t, lr, s.lr)
         received = alg.broadcast()
         for k in selected.tolist():
             for name, message in received.items():
                 self.ledger.record("down", k, name, message)
+        equal_steps = self.eff.steps_for(math.ceil(float(self.client_sizes.mean())), s.batch_size)
         jobs = []
         for k in selected.tolist():
-            obj = alg.local_objective(k, received)
-            steps = self.eff.steps_for(int(self.client_sizes[k]), s.batch_size)
-            if obj.local_steps is not None:
-                cap = self.eff.max_local_steps
-                steps = obj.local_steps if cap is None else min(obj.local_steps, cap)
-            jobs.append(ClientJob(k, obj, steps))
-        lr = s.lr * s.lr_decay ** t
-        models, losses = self.executor.run(jobs, received["model"], lr, t)
+            own_steps = self.eff.steps_for(int(self.client_sizes[k]), s.batch_size)
+            jobs.append(ClientJob(k, alg.local_objective(k, received), alg.local_steps(k, own_steps, equal_steps)))
+        models, losses = self.executor.run(jobs, lr, t)
         if not torch.isfinite(losses).all() or not torch.isfinite(models).all():
             raise DivergenceError(
                 f"local training diverged in round {t + 1} (non-finite loss or model): "
                 f"lower train.lr (now {s.lr}) or keep train.clip_norm set", round=t + 1)
         messages: dict[str, list[torch.Tensor]] = {}
-        for i, k in enumerate(selected.tolist()):
-            for name, message in alg.upload(k, models[i], received).items():
-                self.ledger.record("up", k, name, message)
+        for i, job in enumerate(jobs):
+            for name, message in alg.upload(job.client, models[i], job.steps, received).items():
+                self.ledger.record("up", job.client, name, message)
                 messages.setdefault(name, []).append(message)
         alg.aggregate(selected, {name: torch.stack(v) for name, v in messages.items()})
         self.latest[selected] = models
