@@ -11,8 +11,11 @@ export FEDREPRO_DATA_ROOT ?= $(abspath ../shared/data)
 endif
 PROFILE ?= quick
 SEEDS ?= 1
+JOBS ?= 1
+export PROFILE SEEDS JOBS
 
-.PHONY: install quickstart test test-fast table2 clean
+.PHONY: install quickstart test clean table2 table3 table4 table5 fen-costs \
+	feddyn-table1 feddyn-table2 feddyn-table4 feddyn-table5 feddyn-table6
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -d $(VENV) || python3 -m venv $(VENV)
@@ -29,8 +32,26 @@ quickstart: install
 test: install
 	$(PY) -m pytest -q
 
-table2: install
-	$(PY) -m experiments.fedelasticnet.table2 --profile $(PROFILE) --seeds $(SEEDS)
+# Paper tables: our value beside the paper's (PROFILE=smoke|quick|paper, SEEDS=n, JOBS=n).
+table2 table3 table4 table5: install
+	$(PY) -m experiments.fedelasticnet.$@
+
+feddyn-table1 feddyn-table2 feddyn-table4 feddyn-table5 feddyn-table6: install
+	$(PY) -m experiments.feddyn.$(subst feddyn-,,$@)
+
+# Figures: make fen-fig1 ... fen-fig9, fen-costs (nonzeros / entropy against the round),
+# feddyn-fig1 ... feddyn-fig13.
+fen-fig%: install
+	$(PY) -m experiments.fedelasticnet.figures --figure $*
+
+fen-costs: install
+	$(PY) -m experiments.fedelasticnet.figures --figure costs
+
+feddyn-fig3: install
+	$(PY) -m experiments.feddyn.fig3
+
+feddyn-fig%: install
+	$(PY) -m experiments.feddyn.figures --figure $*
 
 clean:
 	rm -rf results outputs multirun

@@ -133,6 +133,17 @@ class DSGDConfig(AlgorithmConfig):
 
 
 @dataclass
+class CentralizedConfig(AlgorithmConfig):
+    """The papers' centralized baseline: one model trained on the pooled training data
+    (a LightningModule and a Lightning Trainer), lr = train.lr, batch = train.batch_size."""
+
+    name: str = "centralized"
+    epochs: int = 150
+    lr_step_every: Optional[int] = 50  # epochs between lr multiplications by lr_step_factor
+    lr_step_factor: float = 0.5  # FedDyn MNIST: halved every 50 epochs
+
+
+@dataclass
 class TrainConfig:
     """Local training and the round loop (defaults: FedDyn's MNIST, 10 % participation)."""
 
@@ -179,7 +190,8 @@ SCHEMAS: dict[str, dict[str, type]] = {
     "split": {"split": SplitConfig},
     "model": {"model": ModelConfig},
     "algorithm": {"fedavg": FedAvgConfig, "fedprox": FedProxConfig, "scaffold": ScaffoldConfig,
-                  "feddyn": FedDynConfig, "fedsplit": FedSplitConfig, "dsgd": DSGDConfig},
+                  "feddyn": FedDynConfig, "fedsplit": FedSplitConfig, "dsgd": DSGDConfig,
+                  "centralized": CentralizedConfig},
     "participation": {"participation": ParticipationConfig},
     "compressor": {"compressor": CompressorConfig},
     "profile": {"profile": ProfileConfig},

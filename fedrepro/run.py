@@ -75,6 +75,11 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
             print(f"[fedrepro] reusing finished run {folder}")
         return RunResult(key, folder, done, reused=True)
 
+    if cfg.algorithm.name == "centralized":
+        from fedrepro.centralized import run_centralized
+
+        return run_centralized(cfg, key, folder, quiet=quiet)
+
     from lightning.fabric import Fabric
 
     eff = effective(cfg)

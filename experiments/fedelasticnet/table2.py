@@ -68,6 +68,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=int(os.environ.get("SEEDS", 1)))
     ap.add_argument("--results-root", default=os.environ.get("FEDREPRO_RESULTS", "results"))
     ap.add_argument("--data-root", default=os.environ.get("FEDREPRO_DATA_ROOT", "data"))
+    ap.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", 1)),
+                    help="runs at once (processes), each with cores/jobs threads")
     ap.add_argument("--datasets", default="mnist",
                     help="comma-separated dataset keys whose rows to render, or 'all'")
     args = ap.parse_args(argv)
@@ -83,8 +85,8 @@ def main(argv=None) -> int:
     grid = cells(reference)
     print(f"FedElasticNet Table 2 at profile={args.profile}, seeds={args.seeds}: "
           f"{sum(c.not_run is None for c in grid)} runnable cells of {len(grid)}")
-    ours, summaries = measure_cells(grid, lambda s: s["final"]["cum_up_nonzeros"] / UNIT,
-                                    profile=args.profile, seeds=args.seeds,
+    ours, summaries = measure_cells(grid, lambda run: run.summary["final"]["cum_up_nonzeros"] / UNIT,
+                                    profile=args.profile, seeds=args.seeds, jobs=args.jobs,
                                     results_root=args.results_root, extra=[f"data_root={args.data_root}"])
     table = compare_table(ours, reference, KEYS, value_name="cumulative nonzeros uploaded",
                           unit_note="x 1e7 elements, summed over rounds and clients")
@@ -103,9 +105,8 @@ def main(argv=None) -> int:
 
     curves = {}
     for i, runs in summaries.items():
-        for s in runs[:1]:  # seed 0's curve per cell
-            label = " ".join(grid[i].keys.values())
-            curves[label] = pd.read_csv(Path(args.results_root) / "runs" / s["key"] / "metrics.csv")
+        for run in runs[:1]:  # seed 0's curve per cell
+            curves[" ".join(grid[i].keys.values())] = pd.read_csv(run.folder / "metrics.csv")
     figure = accuracy_figure(curves, out_dir / "fedelasticnet_table2_accuracy.png",
                              title=f"FedElasticNet Table 2 runs (MNIST, 10 %), profile={args.profile}")
     for name, path in [*paths.items(), ("figure", figure)]:

@@ -41,11 +41,53 @@ class Cell:
     not_run: Optional[str] = None  # the reason this cell cannot run here
 
 
-def measure_cells(cells: list[Cell], metric: Callable[[dict], float], *, profile: str, seeds: int,
-                  results_root: str = "results", extra: list[str] = (),
-                  log: Callable[[str], None] = print) -> tuple[pd.DataFrame, dict]:
-    """Run every runnable cell for seeds 0..seeds-1; returns (ours frame, {cell index: [summaries]})."""
+def _run_one(overrides: list[str], threads: int):
+    """One run in this process or a joblib worker; a FedreproError comes back as its message."""
+    import torch
+
     from fedrepro.run import run_experiment
+
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return run_experiment(compose_config(overrides), quiet=True)
+    except FedreproError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: int,
+                  results_root: str = "results", extra: list[str] = (), jobs: int = 1,
+                  log: Callable[[str], None] = print) -> tuple[pd.DataFrame, dict]:
+    """Run every runnable cell for seeds 0..seeds-1 and measure `metric(run_result)` on each.
+
+    `jobs` > 1 runs that many processes at once (joblib), each with cores // jobs threads, so
+    they do not oversubscribe the machine. Returns (ours frame, {cell index: [RunResult]})."""
+    tasks = [(i, seed) for i, cell in enumerate(cells) if not cell.not_run for seed in range(seeds)]
+
+    def overrides(i, seed):
+        return [*cells[i].overrides, *extra, f"profile={profile}", f"seed={seed}",
+                f"results_root={results_root}", "logger.progress=false"]
+
+    if jobs > 1 and len(tasks) > 1:
+        import os
+
+        from joblib import Parallel, delayed
+
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        outcomes = Parallel(n_jobs=jobs, backend="loky")(
+            delayed(_run_one)(overrides(i, seed), threads) for i, seed in tasks)
+    else:
+        outcomes = [_run_one(overrides(i, seed), 0) for i, seed in tasks]
+
+    by_cell: dict[int, list] = {}
+    for (i, seed), outcome in zip(tasks, outcomes):
+        by_cell.setdefault(i, []).append(outcome)
+        label = " ".join(str(v) for v in cells[i].keys.values())
+        if isinstance(outcome, str):
+            log(f"  {label} seed {seed}: failed: {outcome}")
+        else:
+            log(f"  {label} seed {seed}: {'reused' if outcome.reused else 'ran'} {outcome.folder} "
+                f"({outcome.summary['status']}, {outcome.summary['train_seconds']:.1f} s)")
 
     rows, summaries = [], {}
     for i, cell in enumerate(cells):
@@ -53,31 +95,23 @@ def measure_cells(cells: list[Cell], metric: Callable[[dict], float], *, profile
         if cell.not_run:
             rows.append({**base, "ours_mean": float("nan"), "status": "not run", "reason": cell.not_run})
             continue
-        values, runs, status, reason = [], [], "ok", ""
-        for seed in range(seeds):
-            overrides = [*cell.overrides, *extra, f"profile={profile}", f"seed={seed}",
-                         f"results_root={results_root}", "logger.progress=false"]
-            label = " ".join(f"{v}" for v in cell.keys.values())
-            try:
-                result = run_experiment(compose_config(overrides), quiet=True)
-            except FedreproError as exc:
-                status, reason = "failed", str(exc)
-                log(f"  {label} seed {seed}: failed: {exc}")
-                break
-            s = result.summary
-            runs.append(s)
-            if s["status"] != "finished":
-                status, reason = "diverged", s.get("error") or ""
-                break
-            values.append(metric(s))
-            log(f"  {label} seed {seed}: {'reused' if result.reused else 'ran'} "
-                f"{result.folder} ({s['train_seconds']:.1f} s)")
+        outcomes = by_cell[i]
+        runs = [o for o in outcomes if not isinstance(o, str)]
         summaries[i] = runs
-        mean, lo, hi = mean_interval(values) if values and status == "ok" else (float("nan"),) * 3
+        failed = [o for o in outcomes if isinstance(o, str)]
+        diverged = [r for r in runs if r.summary["status"] != "finished"]
+        if failed:
+            status, reason = "failed", failed[0]
+        elif diverged:
+            status, reason = "diverged", diverged[0].summary.get("error") or ""
+        else:
+            status, reason = "ok", ""
+        values = [metric(r) for r in runs] if status == "ok" else []
+        mean, lo, hi = mean_interval(values) if values else (float("nan"),) * 3
+        first = runs[0].summary if runs else {}
         rows.append({**base, "ours_mean": mean, "ours_lo": lo, "ours_hi": hi, "status": status,
                      "reason": reason, "n_seeds": len(values),
-                     "seeds": ",".join(str(s["seed"]) for s in runs),
-                     "data": runs[0]["data_source"] if runs else "",
-                     "dim": runs[0]["dim"] if runs else None,
-                     "client_rounds": statistics.fmean(r["client_rounds"] for r in runs) if runs else None})
+                     "seeds": ",".join(str(r.summary["seed"]) for r in runs),
+                     "data": first.get("data_source", ""), "dim": first.get("dim"),
+                     "client_rounds": statistics.fmean(r.summary["client_rounds"] for r in runs) if runs else None})
     return pd.DataFrame(rows), summaries
