@@ -47,7 +47,10 @@ class FlatModel:
 
     def loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Mean loss over the batch (FedDyn's code: sum-reduced loss / batch size)."""
-        out = self.logits(w, x)
+        return self.output_loss(self.logits(w, x), y)
+
+    def output_loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The batch-mean loss of the module's outputs `out` (also used by the centralized baseline)."""
         if self.loss_kind == "logistic":
             return F.binary_cross_entropy_with_logits(out.squeeze(1), y.float())
         if self.loss_kind == "squared":
