@@ -246,8 +246,13 @@ def test_t2_5_needs_counts_then_checks_identity():
     assert verdict("FEN-T2-5", ours_frame(paper_like()))[0] == "not evaluated"
     # 199,210 parameters x 1,000 client-rounds = 19.921 x 1e7.
     ours = ours_frame(paper_like(fedprox=19.921, feddyn=19.921), dim=199_210, client_rounds=1000)
+    ours["profile"] = "smoke"
     v, detail = verdict("FEN-T2-5", ours)
-    assert v == "holds" and "skipped" in detail  # profile quick: no comparison with the paper
+    assert v == "holds" and "skipped" in detail  # smoke does not keep the paper's rounds
+    ours.loc[ours.algorithm_key == "fedprox", "ours_mean"] = 19.921 * (1 - 1e-5)  # a few exact zeros
+    v, detail = verdict("FEN-T2-5", ours)
+    assert v == "holds" and "exact zeros" in detail
+    ours.loc[ours.algorithm_key == "fedprox", "ours_mean"] = 19.921
     ours["profile"] = "paper"
     v, detail = verdict("FEN-T2-5", ours)
     assert v == "holds" and "fedprox/paper = 0.981" in detail

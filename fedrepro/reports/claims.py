@@ -317,8 +317,11 @@ def fen_t2_5(ours: pd.DataFrame) -> tuple[str, str]:
     """nnz == d * client-rounds for fedprox and feddyn; 0.9..1.1 of the paper except IID Shakespeare.
 
     Needs per-run columns `dim` (parameter count d) and `client_rounds` (sum over rounds of the
-    number of participating clients; the seed mean when n_seeds > 1). The comparison with the
-    paper's numbers only makes sense for profile "paper", so other profiles skip that part.
+    number of participating clients; the seed mean when n_seeds > 1). A dense update can hold
+    a few coordinates that are exactly zero (e.g. weights of always-blank pixels under some
+    penalties), so up to 0.1 % below the identity still holds, as FEN-T2-8's note allows.
+    The comparison with the paper's numbers needs the paper's round count: the `paper` and
+    `quick` profiles keep it (quick caps local work, not rounds); `smoke` skips that part.
     """
     if not {"dim", "client_rounds"} <= set(ours.columns):
         return "not evaluated", ("needs columns dim (parameter count) and client_rounds "
@@ -339,11 +342,14 @@ def fen_t2_5(ours: pd.DataFrame) -> tuple[str, str]:
         parts, outcome, checks = [], "holds", []
         at_paper = profiles is None or set(
             profiles[(ours["dataset_key"] == row[0]) & (ours["split_key"] == row[1])
-                     & ours["algorithm_key"].isin(algs)]) <= {"paper"}
+                     & ours["algorithm_key"].isin(algs)]) <= {"paper", "quick"}
         for alg in algs:
             got, want = c[alg], expected(row, alg)
             if math.isclose(got.mean, want, rel_tol=1e-6):
                 parts.append(f"{alg} {got} == d*client_rounds {fmt_value(want)}")
+            elif want * (1 - 1e-3) <= got.mean <= want:
+                parts.append(f"{alg} {got} ~ d*client_rounds {fmt_value(want)} "
+                             f"({want - got.mean:.2g} x 1e7 exact zeros, < 0.1 %)")
             else:
                 parts.append(f"{alg} {got} != d*client_rounds {fmt_value(want)} FAILS")
                 outcome = "fails"
@@ -352,7 +358,7 @@ def fen_t2_5(ours: pd.DataFrame) -> tuple[str, str]:
             if row == ("shakespeare", "iid") or not math.isfinite(paper):
                 continue  # the paper's IID Shakespeare count is ~7x too small (tolerance_note)
             if not at_paper:
-                parts.append(f"{alg} vs paper skipped (profile is not 'paper')")
+                parts.append(f"{alg} vs paper skipped (this profile does not keep the paper's rounds)")
                 continue
             ratio = got.mean / paper
             ok = 0.9 <= ratio <= 1.1

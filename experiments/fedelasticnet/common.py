@@ -1,0 +1,351 @@
+"""FedElasticNet's tables and figures as grids of runs, built from settings.yaml.
+
+One function turns (dataset, split, algorithm key, participation) into config overrides, so
+every table and figure that needs the same run asks for identical overrides and the results
+store (keyed by the resolved config) computes it once. `run_table` is the flow Tables 2-4
+share: select rows, run or reuse the cells, compare with the paper, check the claims, plot.
+"""
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+import fedrepro  # noqa: F401  (torchvision shim first)
+import fedrepro.reports.claims_fen  # noqa: F401  (registers the FEN T3/T4/F*/REV checks)
+from fedrepro.config import CONF_DIR
+from fedrepro.data.loaders import LOADERS
+from fedrepro.reports.claims import claims_markdown, evaluate_claims
+from fedrepro.reports.cli import table_parser
+from fedrepro.reports.grid import Cell, measure_cells
+from fedrepro.reports.reference import load_reference
+from fedrepro.reports.tables import compare_table, to_markdown, write_table
+
+SETTINGS = OmegaConf.to_container(OmegaConf.load(Path(__file__).with_name("settings.yaml")))
+KEYS = ["dataset_key", "split_key", "algorithm_key"]
+IMAGE4 = ["mnist", "emnist_l", "cifar10", "cifar100"]
+SIX = ["fedprox", "fen_alg1", "scaffold", "fen_alg2", "feddyn", "fen_alg3"]  # Table 2, Figs. 1, 6-9
+PARTICIPATION = {"p10": "10 %", "p100": "100 %"}
+LABELS = {"mnist": "MNIST", "emnist_l": "EMNIST-L", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
+          "shakespeare": "Shakespeare", "iid": "IID", "dirichlet0.6": "Dirichlet (.6)",
+          "dirichlet0.3": "Dirichlet (.3)", "natural": "non-IID"}
+ACCURACY = "all_test_acc"  # FedDyn's reported model: the mean of every client's latest model
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings -> runs
+
+
+def hparams(dataset: str, algorithm: str) -> dict:
+    """Table 5's (lambda1, lambda2, epsilon) of an algorithm key on a dataset."""
+    return dict(SETTINGS["datasets"][dataset]["table5"][SETTINGS["algorithms"][algorithm]["table5"]])
+
+
+def run_overrides(dataset: str, split: str, algorithm: str, participation: str, profile: str,
+                  **changes) -> list[str]:
+    """The overrides of one run; `changes` replace Table 5 values (e.g. lambda1 in a sweep)."""
+    alg = SETTINGS["algorithms"][algorithm]
+    names = {"lambda1": "lambda1", "lambda2": alg["lambda2_is"], "epsilon": "epsilon"}
+    values = {**hparams(dataset, algorithm), **changes}
+    out = [*SETTINGS["datasets"][dataset]["run"], *SETTINGS["splits"][split], *alg["run"],
+           *(f"algorithm.{names[k]}={v}" for k, v in values.items()), f"participation={participation}"]
+    return out + extra_caps(participation, profile)
+
+
+def extra_caps(participation: str, profile: str) -> list[str]:
+    """Table 4's caps: 100 % participation at profile=quick costs about a 10 % cell."""
+    return list(SETTINGS["full_participation_quick_caps"]) if (participation, profile) == ("p100", "quick") else []
+
+
+def not_run_reason(overrides: list[str]) -> Optional[str]:
+    """Why these overrides cannot run here (a missing loader or config file), or None."""
+    for item in overrides:
+        group, _, choice = item.partition("=")
+        if group == "dataset" and choice not in LOADERS:
+            return "dataset loader not implemented yet (datasets issue)"
+        if "." not in group and not (CONF_DIR / group / f"{choice}.yaml").exists():
+            return f"no config {group}={choice} yet"
+    return None
+
+
+def dataset_reason(dataset: str) -> Optional[str]:
+    if dataset not in SETTINGS["datasets"]:
+        return "no paper setting for this dataset in settings.yaml"
+    return not_run_reason(SETTINGS["datasets"][dataset]["run"])
+
+
+def runnable_datasets() -> list[str]:
+    return [d for d in SETTINGS["datasets"] if dataset_reason(d) is None]
+
+
+def cell(keys: dict, participation: str, profile: str, **changes) -> Cell:
+    d, s, a = keys["dataset_key"], keys["split_key"], keys["algorithm_key"]
+    reason = dataset_reason(d)
+    if reason:
+        return Cell(dict(keys), not_run=reason)
+    overrides = run_overrides(d, s, a, participation, profile, **changes)
+    return Cell(dict(keys), overrides, not_run=not_run_reason(overrides))
+
+
+def measure(cells: list[Cell], metric: Callable, args, log: Callable = print):
+    """measure_cells with the command line's profile, seeds, jobs, results and data roots."""
+    return measure_cells(cells, metric, profile=args.profile, seeds=args.seeds, jobs=args.jobs,
+                         results_root=args.results_root, extra=[f"data_root={args.data_root}"], log=log)
+
+
+def metrics_frame(run) -> pd.DataFrame:
+    return pd.read_csv(Path(run.folder) / "metrics.csv")
+
+
+def tail_accuracy(frame: pd.DataFrame, column: str = ACCURACY) -> float:
+    """Mean test accuracy (points) over the evaluations in the last 10 % of the rounds."""
+    rows = frame[["round", column]].dropna()
+    last = rows["round"].max()
+    tail = rows[rows["round"] >= min(last, math.floor(0.9 * last) + 1)]
+    return 100 * float(tail[column].mean())
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line: which rows
+
+
+def parser(description: str):
+    ap = table_parser(description)
+    ap.add_argument("--datasets", default=None,
+                    help="comma-separated dataset keys, or 'all' (every paper row; unrunnable ones "
+                         "as 'not run'); default: the datasets runnable here")
+    ap.add_argument("--splits", default="all", help="comma-separated split keys (default all)")
+    return ap
+
+
+def _choose(arg: Optional[str], known: list[str], default: list[str], what: str) -> list[str]:
+    if arg is None:
+        return default
+    if arg == "all":
+        return known
+    wanted = [x.strip() for x in arg.split(",") if x.strip()]
+    unknown = [x for x in wanted if x not in known]
+    if unknown:
+        raise SystemExit(f"unknown {what} {unknown}; choose from {', '.join(known)} or 'all'")
+    return wanted
+
+
+def selection(args, datasets: list[str], splits: list[str],
+              panels: bool = False) -> tuple[list[str], list[str], list[str]]:
+    """(chosen datasets, chosen splits, notes naming what was left out and why); a figure
+    (`panels`) keeps the left-out panels, marked "not run"."""
+    runnable = [d for d in datasets if dataset_reason(d) is None]
+    chosen_d = _choose(args.datasets, datasets, runnable, "datasets")
+    chosen_s = _choose(args.splits, splits, splits, "splits")
+    left: dict[str, list[str]] = {}  # reason -> datasets left out for it
+    for d in datasets:
+        if d not in chosen_d:
+            left.setdefault(dataset_reason(d) or "not selected with --datasets", []).append(d)
+    gone = "not run" if panels else "omitted"
+    notes = [f"{'panels' if panels else 'rows'} of {', '.join(ds)} {gone} ({why})"
+             + ("" if panels else "; --datasets all lists them as not run") for why, ds in left.items()]
+    if len(chosen_s) < len(splits):
+        notes.append(f"splits {', '.join(s for s in splits if s not in chosen_s)} {gone} (--splits {args.splits})")
+    return chosen_d, chosen_s, notes
+
+
+def setting_notes(datasets: list[str], participation: str, profile: str) -> list[str]:
+    notes = []
+    for d in datasets:
+        if dataset_reason(d) is None:
+            notes.append(f"setting {d}: {' '.join(SETTINGS['datasets'][d]['run'])} participation={participation}; "
+                         "lambda1/lambda2/epsilon from Table 5 (see table5)")
+    caps = extra_caps(participation, profile)
+    if caps:
+        notes.append(f"extra caps at profile=quick and 100 % participation: {' '.join(caps)} "
+                     "(100 clients x 6 steps ~ the 600 local steps of a 10 % round; settings.yaml)")
+    return notes
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures: a grid of panels, each a set of curves or the reason it is empty
+
+
+def new_figure(n: int, title: str, ncols: int = 3, size=(4.4, 3.3)):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    cols = min(n, ncols)
+    rows = -(-n // cols)
+    fig = Figure(figsize=(size[0] * cols, size[1] * rows + 0.6), dpi=110)
+    FigureCanvasAgg(fig)
+    # A no-break space keeps "10 %" on one line when the title wraps.
+    fig.suptitle("\n".join(textwrap.wrap(title.replace(" %", "\u00a0%"), 55 * cols)), fontsize=9)
+    return fig, [fig.add_subplot(rows, cols, i + 1) for i in range(n)]
+
+
+def draw_reason(ax, title: str, reason: str) -> None:
+    text = reason if reason.startswith("not run") else f"not run: {reason}"
+    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(text, 34)), ha="center", va="center",
+            transform=ax.transAxes, color="0.4")
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def draw_curves(ax, title: str, curves: dict[str, pd.DataFrame], y: str, ylabel: str,
+                scale: float = 1.0) -> None:
+    drawn = 0
+    for label, frame in curves.items():
+        pts = frame[["round", y]].dropna() if y in frame else frame.iloc[:0]
+        if len(pts):
+            ax.plot(pts["round"], pts[y] * scale, label=label, marker="." if len(pts) < 30 else None)
+            drawn += 1
+    if not drawn:
+        return draw_reason(ax, title, f"no {y} values recorded")
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("round")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="x-small")
+
+
+def save(fig, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    return path
+
+
+def panels_figure(panels: list[tuple[str, object]], path, *, title: str, y: str = ACCURACY,
+                  ylabel: str = "test accuracy", scale: float = 1.0, ncols: int = 3) -> Path:
+    """One panel per (title, {label: metrics frame} or the reason it is empty)."""
+    fig, axes = new_figure(len(panels), title, ncols)
+    for ax, (name, content) in zip(axes, panels):
+        if isinstance(content, str):
+            draw_reason(ax, name, content)
+        else:
+            draw_curves(ax, name, content, y, ylabel, scale)
+    return save(fig, path)
+
+
+def group_panels(cells: list[Cell], summaries: dict, row_keys: list[str], label_key: str) -> dict[tuple, object]:
+    """{row: {label: seed-0 metrics frame} or the reason it has none}, one row per distinct
+    `row_keys` value (in the cells' order), a line per `label_key`."""
+    panels: dict[tuple, object] = {}
+    for i, c in enumerate(cells):
+        row = tuple(c.keys[k] for k in row_keys)
+        runs = summaries.get(i, [])
+        if not runs:
+            panels.setdefault(row, c.not_run or "failed (see the log)")
+            continue
+        if not isinstance(panels.get(row), dict):
+            panels[row] = {}
+        status = runs[0].summary["status"]
+        label = c.keys[label_key] + ("" if status == "finished" else f" ({status})")
+        panels[row][label] = metrics_frame(runs[0])
+    return panels
+
+
+def titled(panels: dict[tuple, object]) -> list[tuple[str, object]]:
+    return [(" ".join(LABELS.get(str(v), str(v)) for v in row), content) for row, content in panels.items()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables 2-4
+
+
+@dataclass
+class TableSpec:
+    number: int
+    participation: str  # p10 | p100
+    metric: Callable  # RunResult -> the table's value
+    value_name: str
+    unit_note: str
+    claims: list[str]
+    notes: list[str] = field(default_factory=list)
+    # (args, cells, ours) -> [(claim ids, the frame they read)] beyond `claims` on `ours`
+    extra_claims: Optional[Callable] = None
+
+    @property
+    def stem(self) -> str:
+        return f"fedelasticnet_table{self.number}"
+
+    def title(self, profile: str) -> str:
+        return (f"FedElasticNet Table {self.number}: {self.value_name} ({self.unit_note.split(',')[0]}), "
+                f"{PARTICIPATION[self.participation]} participation, profile={profile}")
+
+
+def table_grid(reference: pd.DataFrame, participation: str, profile: str) -> list[Cell]:
+    rows = reference[KEYS].drop_duplicates()
+    return [cell(dict(r), participation, profile) for _, r in rows.iterrows()]
+
+
+def run_table(spec: TableSpec, argv=None) -> int:
+    args = parser(spec.title("PROFILE")).parse_args(argv)
+    reference = load_reference(spec.stem)
+    datasets, splits, omitted = selection(args, list(dict.fromkeys(reference.dataset_key)),
+                                          list(dict.fromkeys(reference.split_key)))
+    reference = reference[reference.dataset_key.isin(datasets) & reference.split_key.isin(splits)]
+    cells = table_grid(reference, spec.participation, args.profile)
+    title = spec.title(args.profile)
+    print(f"{title}, seeds={args.seeds}: {sum(c.not_run is None for c in cells)} runnable cells of {len(cells)}")
+    ours, summaries = measure(cells, spec.metric, args)
+    table = compare_table(ours, reference, KEYS, value_name=spec.value_name, unit_note=spec.unit_note)
+    notes = [f"profile: {args.profile} (conf/profile/{args.profile}.yaml)",
+             *spec.notes, *setting_notes(datasets, spec.participation, args.profile), *omitted]
+    out_dir = Path(args.results_root) / "tables"
+    paths = write_table(table, out_dir, spec.stem, title=title, notes=notes)
+    print(to_markdown(table, title, notes))
+
+    groups = [(spec.claims, ours)] + (spec.extra_claims(args, cells, ours) if spec.extra_claims else [])
+    claims = pd.concat([evaluate_claims(ids, frame) for ids, frame in groups], ignore_index=True)
+    claims_md = claims_markdown(claims)
+    print("\nClaims check (on our numbers):\n" + claims_md)
+    paths["claims"] = out_dir / f"{spec.stem}_claims.md"
+    paths["claims"].write_text(claims_md + "\n")
+
+    panels = titled(group_panels(cells, summaries, ["dataset_key", "split_key"], "algorithm_key"))
+    paths["figure"] = panels_figure(panels, out_dir / f"{spec.stem}_accuracy.png",
+                                    title=f"FedElasticNet Table {spec.number} runs ({PARTICIPATION[spec.participation]}"
+                                          f" participation, profile={args.profile}): test accuracy of the "
+                                          "mean of all clients' models, seed 0")
+    for name, path in paths.items():
+        print(f"[table{spec.number}] {name}: {path}")
+    return 0
+
+
+def previous_table(args, number: int) -> tuple[pd.DataFrame, str]:
+    """Table `number`'s CSV as an `ours` frame when it was made with this profile and seeds."""
+    path = Path(args.results_root) / "tables" / f"fedelasticnet_table{number}.csv"
+    if not path.exists():
+        return pd.DataFrame(), f"{path} not found: run table{number} first"
+    frame = pd.read_csv(path, dtype={"seeds": str, "profile": str, "status": str})
+    ok = frame[frame["status"] == "ok"]
+    wanted = ",".join(str(s) for s in range(args.seeds))
+    if ok.empty or set(ok["profile"].astype(str)) != {args.profile} or set(ok["seeds"].astype(str)) != {wanted}:
+        return pd.DataFrame(), f"{path} was not made with profile={args.profile} and seeds {wanted}"
+    return frame, ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The results store as a table of runs (the notebook reads it)
+
+
+def store_index(results_root) -> pd.DataFrame:
+    """One row per finished run in <results_root>/runs: its setting, keys and folder."""
+    rows = []
+    for summary_path in sorted(Path(results_root).glob("runs/*/summary.json")):
+        folder = summary_path.parent
+        cfg = OmegaConf.load(folder / "config.yaml")
+        alg = cfg.algorithm.name
+        if alg == "feddyn":
+            alg = f"feddyn_{cfg.algorithm.transmit}"
+        split = cfg.split.kind if cfg.split.kind != "dirichlet" else f"dirichlet{cfg.split.alpha:g}"
+        rows.append({"key": folder.name, "dataset": cfg.dataset.name, "split": split,
+                     "participation": cfg.participation.rate, "algorithm": alg,
+                     "lambda1": OmegaConf.select(cfg, "algorithm.lambda1"), "profile": cfg.profile.name,
+                     "seed": cfg.seed, "folder": str(folder)})
+    return pd.DataFrame(rows, columns=["key", "dataset", "split", "participation", "algorithm", "lambda1",
+                                       "profile", "seed", "folder"])

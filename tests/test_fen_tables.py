@@ -1,0 +1,170 @@
+"""FedElasticNet Tables 2-5 and figures end to end at profile=smoke, and their settings and claims.
+
+The runs share one results store (module fixture), so a run made for Table 2 is reused by
+Table 3, Table 5 and the figures, as it would be on the command line. Without real MNIST
+(FEDREPRO_DATA_ROOT unset or lacking MNIST/raw) the mnist cells run on mnist_5k.
+"""
+import math
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from experiments.fedelasticnet import figures, table2, table3, table4, table5
+from experiments.fedelasticnet.common import SETTINGS, cell
+from fedrepro.config import compose_config, run_key
+from fedrepro.reports.claims import evaluate_claims
+from fedrepro.reports.reference import load_reference
+
+VERDICT = r"(holds|holds \(tie\)|fails|not evaluated)"
+
+
+def mnist_runs_here(mp: pytest.MonkeyPatch) -> None:
+    """Real MNIST when FEDREPRO_DATA_ROOT holds it, else the shipped 5 000-image subset."""
+    root = os.environ.get("FEDREPRO_DATA_ROOT")
+    if root and (Path(root) / "MNIST" / "raw").is_dir():
+        return
+    run = ["dataset=mnist_5k" if o == "dataset=mnist" else o for o in SETTINGS["datasets"]["mnist"]["run"]]
+    mp.setitem(SETTINGS["datasets"]["mnist"], "run", run)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mnist_runs_here(mp)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # tiny models: one thread is fastest on a shared machine
+        try:
+            yield tmp_path_factory.mktemp("fen") / "results"
+        finally:
+            torch.set_num_threads(threads)
+
+
+def run(module, root, *args) -> None:
+    assert module.main(["--profile", "smoke", "--seeds", "1", "--jobs", "1", "--results-root", str(root), *args]) == 0
+
+
+def verdict(out: str, claim: str) -> str:
+    return re.search(rf"\*\*{claim}\*\* {VERDICT}:", out).group(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings
+
+
+def test_settings_agree_with_the_papers_table5():
+    ref = load_reference("fedelasticnet_table5_hparams")
+    assert set(ref.dataset_key) == set(SETTINGS["datasets"])
+    for r in ref.itertuples():
+        ours = SETTINGS["datasets"][r.dataset_key]["table5"][r.algorithm_key][r.hyperparameter]
+        paper = float(r.value) if r.applicable == "true" else 0.0  # "-": the term is off
+        assert math.isclose(ours, paper), (r.dataset_key, r.algorithm_key, r.hyperparameter, ours, paper)
+
+
+def test_tables_2_and_3_ask_for_the_same_runs_and_table4_caps_only_at_quick():
+    keys = {"dataset_key": "mnist", "split_key": "iid"}
+    t2 = cell({**keys, "algorithm_key": "feddyn"}, "p10", "quick").overrides
+    assert t2 == cell({**keys, "algorithm_key": "feddyn_model"}, "p10", "quick").overrides
+    update = cell({**keys, "algorithm_key": "feddyn_update"}, "p10", "quick").overrides
+    assert run_key(compose_config(t2)) != run_key(compose_config(update))
+    assert "algorithm.alpha=0.05" in t2 and "participation=p10" in t2
+    assert "profile.max_local_steps=6" in cell({**keys, "algorithm_key": "fedprox"}, "p100", "quick").overrides
+    for participation, profile in (("p10", "quick"), ("p100", "smoke"), ("p100", "paper")):
+        overrides = cell({**keys, "algorithm_key": "fedprox"}, participation, profile).overrides
+        assert not any(o.startswith("profile.") for o in overrides)
+    assert cell({"dataset_key": "cifar10", "split_key": "iid", "algorithm_key": "fedprox"}, "p10", "quick").not_run \
+        == "dataset loader not implemented yet (datasets issue)"
+
+
+def test_entropy_checks_on_the_papers_own_numbers():
+    """The T3/T4 checks applied to the paper's values reproduce claims.csv's notes."""
+    def paper(name):
+        ref = load_reference(name)
+        return ref.assign(ours_mean=ref.paper_value, status=["ok" if v == v else "not run" for v in ref.paper_value])
+
+    t3 = evaluate_claims(["FEN-T3-1", "FEN-T3-2", "FEN-T3-3"], paper("fedelasticnet_table3")).set_index("claim_id")
+    t4 = evaluate_claims(["FEN-T4-1", "FEN-T4-2", "FEN-T4-3"], paper("fedelasticnet_table4")).set_index("claim_id")
+    assert t3.verdict.to_dict() == {"FEN-T3-1": "holds", "FEN-T3-2": "holds (tie)", "FEN-T3-3": "holds"}
+    # As printed, Alg 2 > SCAFFOLD in Non-IID Shakespeare (possibly swapped cells), the only failure.
+    assert t4.loc["FEN-T4-1", "verdict"] == "fails"
+    assert "shakespeare/natural" in t4.loc["FEN-T4-1", "detail"].split("holds:")[0]
+    assert t4.loc["FEN-T4-2", "verdict"] == "holds (tie)" and t4.loc["FEN-T4-3", "verdict"] == "holds"
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables (smoke runs)
+
+
+def test_table2_smoke(root, capsys):
+    run(table2, root)
+    out = capsys.readouterr().out
+    table = pd.read_csv(root / "tables" / "fedelasticnet_table2.csv")
+    assert set(table.dataset_key) == {"mnist"} and len(table) == 18
+    assert (table.status == "ok").all() and table.paper_value.notna().all() and table.ratio.notna().all()
+    assert "rows of cifar10, cifar100, emnist_l, shakespeare omitted (dataset loader not implemented" in out
+    for i in range(1, 8):
+        assert verdict(out, f"FEN-T2-{i}") != "not evaluated"
+    for name in ("md", "claims.md", "accuracy.png"):
+        assert (root / "tables" / f"fedelasticnet_table2{'.' if name == 'md' else '_'}{name}").exists()
+
+    run(table2, root, "--datasets", "all", "--splits", "dirichlet0.3")  # every row, none dropped
+    table = pd.read_csv(root / "tables" / "fedelasticnet_table2.csv")
+    assert len(table) == 24 and (table[table.dataset_key != "mnist"].status == "not run").all()
+    assert table[table.dataset_key == "cifar10"].reason.str.contains("loader not implemented").all()
+
+
+def test_table3_smoke(root, capsys):
+    run(table3, root)
+    out = capsys.readouterr().out
+    assert out.count("seed 0: ran ") == 3 and out.count("seed 0: reused ") == 18  # only feddyn_update is new
+    table = pd.read_csv(root / "tables" / "fedelasticnet_table3.csv")
+    assert len(table) == 21 and (table.status == "ok").all() and table.ratio.notna().all()
+    assert {"feddyn_model", "feddyn_update"} <= set(table.algorithm_key)
+    for claim in ("FEN-T3-1", "FEN-T3-2", "FEN-T3-3", "FEN-T2-8"):
+        assert verdict(out, claim) != "not evaluated"
+
+
+def test_table4_smoke_and_summary_claim(root, capsys):
+    run(table4, root, "--splits", "dirichlet0.3")
+    out = capsys.readouterr().out
+    table = pd.read_csv(root / "tables" / "fedelasticnet_table4.csv")
+    assert len(table) == 7 and (table.status == "ok").all() and table.ratio.notna().all()
+    assert "splits iid, dirichlet0.6, natural omitted (--splits dirichlet0.3)" in out
+    for claim in ("FEN-T4-1", "FEN-T4-2", "FEN-T4-3"):
+        assert verdict(out, claim) != "not evaluated"
+    s4 = out[out.index("**FEN-S4-1**"):].split("\n- ")[0]
+    assert all(f"{c} " in s4 for c in ("FEN-T2-1", "FEN-T3-2", "FEN-T4-2"))
+    assert "no Table" not in s4  # Tables 2 and 3 were read from their CSVs
+
+
+def test_table5_shows_used_equals_paper(root, capsys):
+    run(table5, root)
+    out = capsys.readouterr().out
+    assert "seed 0: ran " not in out  # every config read from runs Tables 2/3 made
+    assert "ours = paper in 15 of 15 rows run" in out
+    table = pd.read_csv(root / "tables" / "fedelasticnet_table5.csv")
+    mnist = table[(table.dataset_key == "mnist") & (table.algorithm_key != "scaffold")]
+    assert len(mnist) == 15 and (mnist.status == "ok").all()
+    assert ((mnist.ratio - 1).abs() < 1e-9).sum() == mnist.paper_value.fillna(0).ne(0).sum()
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+
+
+def test_figures(root, capsys):
+    for number in ("1", "8", "9", "2", "3", "costs"):
+        run(figures, root, "--figure", number, "--splits", "dirichlet0.3")
+    out = capsys.readouterr().out
+    figs = root / "figures"
+    for name in ("fig1", "fig8", "fig9", "fig2", "fig3", "costs_mnist_dirichlet0.3_p10"):
+        assert (figs / f"fedelasticnet_{name}.png").stat().st_size > 10_000
+    assert out.count(": equal: capture vs logged final round") == 3  # the capture is the logged uplink
+    for claim in ("FEN-F1-1", "FEN-F1-3", "FEN-F6-1", "FEN-F2-1", "FEN-F2-3", "FEN-F3-1", "FEN-F3-2", "REV-R3-3"):
+        assert verdict(out, claim) != "not evaluated", claim
+    assert verdict(out, "FEN-F1-2") == "not evaluated"  # CIFAR only
+    stats = pd.read_csv(figs / "fedelasticnet_fig2_stats.csv").set_index("algorithm_key")
+    assert stats.loc["fen_alg3", "zero_frac"] > stats.loc["feddyn_update", "zero_frac"]
