@@ -1,0 +1,509 @@
+"""FedDyn's claims (claims.csv, FDY-*) checked on the models-to-target frame of experiments/feddyn.
+
+`ours` has one row per run x target: `table`, `setting`, `num_devices`, `participation`,
+`balance`, `dataset_key`, `split_key`, `target`, `own_target` (the target belongs to the
+run's own table row; other targets serve FDY-T1-4), `target_rank` (higher | lower),
+`algorithm_key`, `status`, `reason`, `ours_mean` (models to the target), `censored`,
+`rounds`, `rounds_run`, `up_vectors_per_d`. Rows of several tables may be pooled.
+
+Censoring (reference README): a censored count is its cap and a lower bound. It counts as
+larger than any finite count; two censored counts cannot be compared. A gain with a
+censored side is a bound (>g, <g, or unknown), and a comparison of gains is decided only
+where the bounds decide it. Where censoring leaves a rule open in some row and no row
+fails, the verdict is "not evaluated" with the reason "undetermined".
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+import pandas as pd
+
+from fedrepro.metrics.targets import Count, gain
+from fedrepro.reports.claims import register
+
+ALL = ("feddyn", "scaffold", "fedavg", "fedprox")
+BASELINES = ALL[1:]
+Interval = tuple  # (lo, hi) bounds of a gain
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparisons under censoring
+
+
+def fewer(a: Count, b: Count, scale: float = 1.0, strict: bool = True) -> Optional[bool]:
+    """a < scale * b (a <= ... when not strict); censored = larger than any finite; None: both censored."""
+    if a.censored and b.censored:
+        return None
+    if a.censored or b.censored:
+        return b.censored
+    return a.value < scale * b.value if strict else a.value <= scale * b.value
+
+
+def greater(a: Interval, b: Interval) -> Optional[bool]:
+    """a > b for gain bounds: decided only when the bounds do not overlap."""
+    if a[0] > b[1]:
+        return True
+    if a[1] <= b[0]:
+        return False
+    return None
+
+
+def not_less(a: Interval, b: Interval) -> Optional[bool]:
+    """a >= b for gain bounds."""
+    if a[0] >= b[1]:
+        return True
+    if a[1] < b[0]:
+        return False
+    return None
+
+
+def gain_bounds(base: Count, method: Count) -> Interval:
+    g = gain(base, method)
+    return (g.lo, g.hi)
+
+
+def fmt(iv: Interval) -> str:
+    lo, hi = iv
+    if lo == hi:
+        return f"{lo:.1f}x"
+    if hi == math.inf:
+        return "?" if lo == 0 else f">{lo:.1f}x"
+    return f"<{hi:.1f}x" if lo == 0 else f"[{lo:.1f}, {hi:.1f}]x"
+
+
+def vs_scaffold(c: dict) -> Interval:
+    return gain_bounds(c["scaffold"], c["feddyn"])
+
+
+def best_baseline(c: dict) -> Interval:
+    """The smallest gain over the baselines (censored ones enter at their cap, as a lower bound)."""
+    bounds = [gain_bounds(c[x], c["feddyn"]) for x in BASELINES]
+    return (min(b[0] for b in bounds), min(b[1] for b in bounds))
+
+
+def _both(*outcomes) -> Optional[bool]:
+    return False if False in outcomes else None if None in outcomes else True
+
+
+# ---------------------------------------------------------------------------------------------
+# Selecting rows
+
+
+def select(ours: pd.DataFrame, tables, own: bool = True, **eq) -> pd.DataFrame:
+    """Rows of `tables` (own targets only unless own=False) with column == value (or in a tuple)."""
+    df = ours[ours["table"].astype(int).isin(tables)]
+    if own:
+        df = df[df["own_target"].astype(bool)]
+    for col, value in eq.items():
+        df = df[df[col].isin(value if isinstance(value, tuple) else (value,))]
+    return df
+
+
+def counts(df: pd.DataFrame, keys: list, attr: str = "ours_mean") -> dict:
+    """{key tuple: {algorithm: Count}} from the ok rows; targets as floats."""
+    out: dict = {}
+    for _, r in df.iterrows():
+        if str(r["status"]) != "ok" or not math.isfinite(float(r[attr])):
+            continue
+        key = tuple(float(r[k]) if k == "target" else r[k] for k in keys)
+        out.setdefault(key, {})[r["algorithm_key"]] = Count(float(r[attr]), bool(r["censored"]))
+    return out
+
+
+def complete(rows: dict, needed) -> dict:
+    return {k: c for k, c in rows.items() if all(a in c for a in needed)}
+
+
+def why(df: pd.DataFrame, needed) -> str:
+    """The reasons runs of the scope gave no value (not run, failed, diverged)."""
+    bad = df[(df["status"].astype(str) != "ok") & df["algorithm_key"].isin(needed)]
+    runs = bad.drop_duplicates(["table", "setting", "dataset_key", "split_key", "algorithm_key"])
+    reasons = runs.groupby(["status", "reason"]).size()
+    return "; ".join(f"{s}: {r} ({n} runs)" if r else f"{s} ({n} runs)" for (s, r), n in reasons.items())
+
+
+def label(key) -> str:
+    return " ".join(f"{k:g}" if isinstance(k, float) else str(k) for k in key if str(k))
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts
+
+
+def _missing_line(expected: int, evaluated: int, need: str, reasons: str) -> str:
+    if expected <= evaluated:
+        return ""
+    line = f"{expected - evaluated} of {expected} scope items not evaluated (they lack {need})"
+    return line + (f": {reasons}" if reasons else ": their rows are not in the frame (other datasets "
+                   "or tables: --datasets all, or run those tables at this profile and results root)")
+
+
+def every(results: list, statement: str, *, expected: int, need: str, reasons: str) -> tuple[str, str]:
+    """All results must hold. results: (label, True | False | None, text)."""
+    missing = _missing_line(expected, len(results), need, reasons)
+    if not results:
+        return "not evaluated", missing or f"nothing in the scope ({need})"
+    groups = {key: [f"{lab} ({text})" for lab, out, text in results if out is key] for key in (True, False, None)}
+    verdict = "fails" if groups[False] else "not evaluated" if groups[None] else "holds"
+    head = f"{statement}: holds in {len(groups[True])} of {len(results)} evaluated"
+    if groups[None]:
+        head += f", censoring leaves {len(groups[None])} undecided"
+    if verdict == "not evaluated":
+        head = "undetermined: " + head
+    lines = [head] + [f"{name}: " + "; ".join(groups[key])
+                      for name, key in (("fails", False), ("undetermined", None), ("holds", True)) if groups[key]]
+    return verdict, "\n".join(lines + ([missing] if missing else []))
+
+
+def tally(results: list, statement: str, rule: Callable[[int, int], bool], *, expected: int, need: str,
+          reasons: str, counted: str = "holds") -> tuple[str, str]:
+    """rule(k, n) on the number k of True results out of n; undecided results may go either way."""
+    missing = _missing_line(expected, len(results), need, reasons)
+    if not results:
+        return "not evaluated", missing or f"nothing in the scope ({need})"
+    n = len(results)
+    yes = sum(out is True for _, out, _ in results)
+    maybe = sum(out is None for _, out, _ in results)
+    low, high = rule(yes, n), rule(yes + maybe, n)
+    verdict = "holds" if low and high else "fails" if not (low or high) else "not evaluated"
+    head = f"{statement}: {counted} in {yes} of {n}" + (f" ({maybe} undecided by censoring)" if maybe else "")
+    if verdict == "not evaluated":
+        head = "undetermined: " + head
+    lines = [head, "; ".join(f"{lab}: {text}{'' if out is None else (' yes' if out else ' no')}"
+                             for lab, out, text in results)]
+    return verdict, "\n".join(lines + ([missing] if missing else []))
+
+
+def _combine(*parts: tuple[str, str]) -> tuple[str, str]:
+    verdicts = [v for v, _ in parts]
+    verdict = "fails" if "fails" in verdicts else "not evaluated" if "not evaluated" in verdicts else "holds"
+    return verdict, "\n".join(d for _, d in parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# "FedDyn needs the fewest models" (Tables 1, 2, 4, 6)
+
+ROW = ["table", "setting", "dataset_key", "split_key", "target"]
+
+
+def fewest(ours: pd.DataFrame, tables, statement: str, **eq) -> tuple[str, str]:
+    df = select(ours, tables, **eq)
+    rows = counts(df, ROW)
+    done = complete(rows, ALL)
+    results = []
+    for key, c in done.items():
+        outs = [fewer(c["feddyn"], c[x]) for x in BASELINES]
+        text = f"feddyn {c['feddyn']} vs " + ", ".join(f"{x} {c[x]}" for x in BASELINES)
+        results.append((label(key[1:]), _both(*outs), text))
+    expected = len(df.drop_duplicates(ROW))
+    return every(results, statement, expected=expected, need="ok runs of all four methods",
+                 reasons=why(df, ALL))
+
+
+@register("FDY-T1-1")
+def fdy_t1_1(ours):
+    return fewest(ours, (1,), "models(feddyn) < scaffold, fedavg, fedprox (censored baseline larger)")
+
+
+@register("FDY-T2-1")
+def fdy_t2_1(ours):
+    return fewest(ours, (2,), "models(feddyn) < scaffold, fedavg, fedprox (censored baseline larger)")
+
+
+@register("FDY-T4-1")
+def fdy_t4_1(ours):
+    return fewest(ours, (4,), "unbalanced rows: models(feddyn) < scaffold, fedavg, fedprox", balance="unbalanced")
+
+
+@register("FDY-T6-1")
+def fdy_t6_1(ours):
+    verdict, detail = fewest(ours, (6,), "training-loss target: models(feddyn) < scaffold, fedavg, fedprox")
+    rows = complete(counts(select(ours, (6,)), ROW), ALL)
+    gains = [gain_bounds(c[x], c["feddyn"]) for c in rows.values() for x in BASELINES]
+    finite = [g[0] for g in gains if g[0] == g[1]]
+    if finite:
+        detail += f"\ngain range (uncensored): {min(finite):.1f}x-{max(finite):.1f}x (paper 1.1x-7.6x)"
+    return verdict, detail
+
+
+# ---------------------------------------------------------------------------------------------
+# Table 1: moderate vs massive
+
+
+@register("FDY-T1-2")
+def fdy_t1_2(ours):
+    df = select(ours, (1,))
+    rows = complete(counts(df, ["setting", "dataset_key", "split_key", "target_rank"]), ("feddyn", "scaffold"))
+    results, cases = [], [(d, s, r) for d, s in (("cifar10", "iid"), ("cifar10", "dirichlet0.3"),
+                                                 ("cifar100", "dirichlet0.3")) for r in ("higher", "lower")]
+    for d, s, r in cases:
+        big, mid = rows.get(("Massive", d, s, r)), rows.get(("Moderate", d, s, r))
+        if big and mid:
+            gb, gm = vs_scaffold(big), vs_scaffold(mid)
+            results.append((f"{d}/{s} {r} target", greater(gb, gm), f"massive {fmt(gb)} vs moderate {fmt(gm)}"))
+    return every(results, "gain_vs_scaffold(massive) > gain_vs_scaffold(moderate)", expected=len(cases),
+                 need="ok feddyn and scaffold runs in both blocks", reasons=why(df, ("feddyn", "scaffold")))
+
+
+@register("FDY-T1-3")
+def fdy_t1_3(ours):
+    df = select(ours, (1,), setting="Massive", dataset_key="cifar10")
+    cases = [("iid", "scaffold"), ("iid", "fedavg"), ("iid", "fedprox"),
+             ("dirichlet0.3", "fedavg"), ("dirichlet0.3", "fedprox")]
+    results = []
+    for split, alg in cases:
+        rows = df[(df.split_key == split) & (df.algorithm_key == alg) & (df.status == "ok")
+                  & (df.target.astype(float) == 80.0)]
+        if rows.empty:
+            continue
+        r = rows.iloc[0]
+        if not r["censored"] and r["rounds"] <= 2000:
+            results.append((f"{split} {alg}", False, f"reaches 80 % in round {r['rounds']:g}"))
+        elif int(r["rounds_run"]) >= 2000:
+            results.append((f"{split} {alg}", True, f"below 80 % for {int(r['rounds_run'])} rounds"))
+        else:
+            results.append((f"{split} {alg}", None, f"below 80 % but ran only {int(r['rounds_run'])} of 2000 rounds"))
+    return every(results, "max acc over 2000 rounds < 80 % (scaffold IID; fedavg, fedprox IID and Dir .3)",
+                 expected=len(cases), need="ok massive CIFAR-10 runs", reasons=why(df, ALL))
+
+
+@register("FDY-T1-4")
+def fdy_t1_4(ours):
+    df = select(ours, (1,), own=False, dataset_key=("cifar10", "cifar100"), split_key=("iid", "dirichlet0.3"))
+    top = df[(df.setting == "Massive") & df.own_target.astype(bool) & (df.target_rank == "higher")]
+    rows = counts(df, ["setting", "dataset_key", "split_key", "target"], attr="rounds")
+    results, expected = [], 0
+    for (d, s), t in top.groupby(["dataset_key", "split_key"])["target"].first().items():
+        big, mid = rows.get(("Massive", d, s, float(t)), {}), rows.get(("Moderate", d, s, float(t)), {})
+        for alg in ALL:
+            expected += 1
+            if alg in big and alg in mid:
+                results.append((f"{d}/{s} {alg} at {float(t):g}", fewer(mid[alg], big[alg]),
+                                f"moderate {mid[alg]} vs massive {big[alg]} rounds"))
+    return every(results, "rounds(X, massive, T_m) > rounds(X, moderate, T_m)", expected=expected,
+                 need="ok runs in both blocks", reasons=why(df, ALL))
+
+
+def _higher_vs_lower(ours, tables, statement, rule, **eq) -> tuple[str, str]:
+    df = select(ours, tables, **eq)
+    rows = complete(counts(df, ["setting", "dataset_key", "split_key", "target_rank"]), ("feddyn", "scaffold"))
+    pairs = df.drop_duplicates(["setting", "dataset_key", "split_key"])
+    results = []
+    for _, p in pairs.iterrows():
+        hi, lo = (rows.get((p.setting, p.dataset_key, p.split_key, r)) for r in ("higher", "lower"))
+        if hi and lo:
+            gh, gl = vs_scaffold(hi), vs_scaffold(lo)
+            results.append((label((p.setting, p.dataset_key, p.split_key)), greater(gh, gl),
+                            f"higher {fmt(gh)} vs lower {fmt(gl)}"))
+    return tally(results, statement, rule, expected=len(pairs), need="ok feddyn and scaffold runs at both targets",
+                 reasons=why(df, ("feddyn", "scaffold")), counted="higher target gains more")
+
+
+@register("FDY-T1-5")
+def fdy_t1_5(ours):
+    return _higher_vs_lower(ours, (1,), "gain_vs_scaffold(higher) > (lower) in at least half the pairs (4 of 8)",
+                            lambda k, n: k >= n / 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Table 2 (and the participation / heterogeneity claims across Tables 1, 2, 4, 5)
+
+BALANCED_100 = {"num_devices": 100, "balance": "balanced"}
+
+
+@register("FDY-T2-2")
+def fdy_t2_2(ours):
+    df = select(ours, (1, 2), dataset_key="cifar10", target_rank="higher", **BALANCED_100)
+    rows = complete(counts(df, ["participation", "split_key"]), ("feddyn", "scaffold"))
+    splits = ("iid", "dirichlet0.6", "dirichlet0.3")
+    results = []
+    for s in splits:
+        full, part = rows.get((1.0, s)), rows.get((0.1, s))
+        if full and part:
+            gf, gp = vs_scaffold(full), vs_scaffold(part)
+            results.append((f"cifar10/{s}", greater(gf, gp), f"100 % {fmt(gf)} vs 10 % {fmt(gp)}"))
+    return every(results, "gain_vs_scaffold(100 %) > gain_vs_scaffold(10 %), CIFAR-10, higher target",
+                 expected=len(splits), need="ok CIFAR-10 runs at 100 % (Table 2) and 10 % (Tables 1, 2)",
+                 reasons=why(df, ("feddyn", "scaffold")))
+
+
+@register("FDY-T2-3")
+def fdy_t2_3(ours):
+    df = select(ours, (1, 2, 5), **BALANCED_100)
+    rows = complete(counts(df, ["participation", "dataset_key", "split_key", "target_rank"]), ALL)
+    cells = sorted({k[1:] for k in rows if all((p, *k[1:]) in rows for p in (1.0, 0.1, 0.01))})
+    parts = []
+    for hi, lo in ((1.0, 0.1), (0.1, 0.01)):
+        results = []
+        for cell in cells:
+            a, b = best_baseline(rows[(hi, *cell)]), best_baseline(rows[(lo, *cell)])
+            results.append((label(cell), greater(a, b), f"{hi:.0%} {fmt(a)} vs {lo:.0%} {fmt(b)}"))
+        parts.append(tally(results, f"best-baseline gain g({hi:.0%}) > g({lo:.0%}) in >= 75 % of cells",
+                           lambda k, n: k >= 0.75 * n, expected=len(cells), need="", reasons="",
+                           counted="greater"))
+    if not cells:
+        return "not evaluated", ("needs ok runs of all four methods at 100 %, 10 % and 1 % for the same dataset, "
+                                 "split and target rank (Tables 2 and 5, CIFAR 10 % from Table 1): "
+                                 + (why(df, ALL) or "run the other tables at this profile and results root"))
+    return _combine(*parts)
+
+
+# Heterogeneity orders of FDY-T2-4: (tables, balance, dataset, splits in increasing heterogeneity).
+T2_4_ORDERS = [((1, 2), "balanced", d, ("iid", "dirichlet0.6", "dirichlet0.3")) for d in ("cifar10", "mnist", "emnist_l")] \
+    + [((2,), "balanced", "shakespeare", ("iid", "natural")), ((4,), "unbalanced", "cifar10", ("iid", "dirichlet0.3"))]
+
+
+@register("FDY-T2-4")
+def fdy_t2_4(ours):
+    results, reasons = [], []
+    for tables, balance, d, order in T2_4_ORDERS:
+        df = select(ours, tables, participation=0.1, num_devices=100, balance=balance, dataset_key=d,
+                    target_rank="higher")
+        rows = complete(counts(df, ["split_key"]), ("feddyn", "scaffold"))
+        reasons.append(why(df, ("feddyn", "scaffold")))
+        if all((s,) in rows for s in order):
+            g = [vs_scaffold(rows[(s,)]) for s in order]
+            outs = [not_less(b, a) for a, b in zip(g, g[1:])]
+            results.append((f"{d} {balance}", _both(*outs), " <= ".join(f"{s} {fmt(x)}" for s, x in zip(order, g))))
+    return every(results, "gain_vs_scaffold non-decreasing with heterogeneity, 10 %, higher target",
+                 expected=len(T2_4_ORDERS), need="ok feddyn and scaffold runs on every split of the order",
+                 reasons="; ".join(r for r in reasons if r))
+
+
+@register("FDY-T2-5")
+def fdy_t2_5(ours):
+    df = select(ours, (2,), participation=1.0)
+    rows = complete(counts(df, ["dataset_key", "split_key", "target_rank"]), ALL)
+    cells = df.drop_duplicates(["dataset_key", "target_rank"])
+    results = []
+    for _, c in cells.iterrows():
+        het = "natural" if c.dataset_key == "shakespeare" else "dirichlet0.3"
+        iid, other = rows.get((c.dataset_key, "iid", c.target_rank)), rows.get((c.dataset_key, het, c.target_rank))
+        if iid and other:
+            a, b = best_baseline(iid), best_baseline(other)
+            results.append((f"{c.dataset_key} {c.target_rank}", greater(b, a), f"iid {fmt(a)} -> {het} {fmt(b)}"))
+    return tally(results, "best-baseline gain increases IID -> Dir .3 (non-IID) in at most half the cells",
+                 lambda k, n: k <= n / 2, expected=len(cells), need="ok runs of all four methods on both splits",
+                 reasons=why(df, ALL), counted="increases")
+
+
+@register("FDY-T2-6")
+def fdy_t2_6(ours):
+    return _higher_vs_lower(ours, (2,), "gain_vs_scaffold(higher) > (lower) in more than half the pairs",
+                            lambda k, n: k > n / 2)
+
+
+@register("FDY-T2-7")
+def fdy_t2_7(ours):
+    df = select(ours, (2,), split_key=("iid", "dirichlet0.3"), participation=(1.0, 0.1))
+    if not (df["algorithm_key"] == "dsgd").any():
+        return "not evaluated", "needs DSGD runs: python -m experiments.feddyn.table2 --dsgd"
+    rows = complete(counts(df, ROW), (*ALL, "dsgd"))
+    results = [(label(k[1:]), _both(*(fewer(c[x], c["dsgd"]) for x in ALL)),
+                f"dsgd {c['dsgd']} vs " + ", ".join(f"{x} {c[x]}" for x in ALL)) for k, c in rows.items()]
+    return every(results, "models(dsgd) > every other method's", expected=len(df.drop_duplicates(ROW)),
+                 need="ok runs of dsgd and all four methods", reasons=why(df, (*ALL, "dsgd")))
+
+
+@register("FDY-S3-2")
+def fdy_s3_2(ours):
+    df = ours[ours["status"].astype(str) == "ok"]
+    if df.empty or "up_vectors_per_d" not in df:
+        return "not evaluated", "no finished run"
+    results = []
+    for alg, group in df.groupby("algorithm_key"):
+        want = 2.0 if alg == "scaffold" else 1.0
+        got = sorted(set(round(float(v), 6) for v in group["up_vectors_per_d"]))
+        ok = all(math.isclose(v, want, rel_tol=1e-6) for v in got)
+        results.append((alg, ok, f"uplink floats per client and round = {', '.join(f'{v:g}' for v in got)} d, "
+                                  f"expected {want:g} d"))
+    return every(results, "uplink floats per participating client per round: scaffold 2d, others d",
+                 expected=len(results), need="", reasons="")
+
+
+# ---------------------------------------------------------------------------------------------
+# Table 4: unbalanced data
+
+
+@register("FDY-T4-2")
+def fdy_t4_2(ours):
+    df = select(ours, (4,), balance="unbalanced")
+    rows = complete(counts(df, ROW), ("feddyn", "scaffold"))
+    if not rows:
+        return every([], "", expected=len(df.drop_duplicates(ROW)), need="ok feddyn and scaffold runs",
+                     reasons=why(df, ("feddyn", "scaffold")))
+    g = {k: vs_scaffold(c) for k, c in rows.items()}
+    top = (max(x[0] for x in g.values()), max(x[1] for x in g.values()))
+    in_band = True if top[0] >= 3 and top[1] <= 6 else False if top[1] < 3 or top[0] > 6 else None
+    results = [("block maximum", in_band, f"max gain_vs_scaffold {fmt(top)} in [3, 6]")]
+    results += [(label(k[1:]), True if x[0] >= 2 else False if x[1] < 2 else None, f"{fmt(x)} >= 2")
+                for k, x in g.items()]
+    return every(results, "max unbalanced gain_vs_scaffold in [3, 6] and >= 2 in every row",
+                 expected=len(df.drop_duplicates(ROW)) + 1, need="ok feddyn and scaffold runs",
+                 reasons=why(df, ("feddyn", "scaffold")))
+
+
+def _mean(bounds: list) -> Interval:
+    return (sum(b[0] for b in bounds) / len(bounds), sum(b[1] for b in bounds) / len(bounds))
+
+
+@register("FDY-T4-3")
+def fdy_t4_3(ours):
+    df = select(ours, (4,))
+    rows = complete(counts(df, ["balance", *ROW]), ALL)
+    by = {b: [c for k, c in rows.items() if k[0] == b] for b in ("balanced", "unbalanced")}
+    if not (by["balanced"] and by["unbalanced"]):
+        return "not evaluated", "needs ok runs of all four methods in both blocks of Table 4: " + \
+            (why(df, ALL) or "none in one block")
+    means = {b: {x: _mean([gain_bounds(c[x], c["feddyn"]) for c in cs]) for x in BASELINES} for b, cs in by.items()}
+    text = "; ".join(f"{x}: unbalanced {fmt(means['unbalanced'][x])} vs balanced {fmt(means['balanced'][x])}"
+                     for x in BASELINES)
+    result = ("mean gains", not_less(means["unbalanced"]["scaffold"], means["balanced"]["scaffold"]), text)
+    return every([result], "mean gain_vs_scaffold unbalanced >= balanced (fedavg, fedprox reported)",
+                 expected=1, need="", reasons="")
+
+
+@register("FDY-T4-4")
+def fdy_t4_4(ours):
+    return _higher_vs_lower(ours, (4,), "unbalanced: gain_vs_scaffold(higher) > (lower) in at least 3 of 4 pairs",
+                            lambda k, n: k >= 0.75 * n, balance="unbalanced")
+
+
+# ---------------------------------------------------------------------------------------------
+# Table 5: 1 % participation
+
+
+@register("FDY-T5-1")
+def fdy_t5_1(ours):
+    df = select(ours, (5,))
+    rows = complete(counts(df, ROW), ("feddyn", "scaffold"))
+    results = [(label(k[1:]), fewer(c["feddyn"], c["scaffold"]), f"feddyn {c['feddyn']} vs scaffold {c['scaffold']}")
+               for k, c in rows.items()]
+    return every(results, "models(feddyn) < models(scaffold)", expected=len(df.drop_duplicates(ROW)),
+                 need="ok feddyn and scaffold runs", reasons=why(df, ("feddyn", "scaffold")))
+
+
+def least(*cs: Count) -> Count:
+    """The smaller count; a run that reached the target is below every censored cap of the
+    same row (all of a row's runs have the same rounds)."""
+    finite = [c for c in cs if not c.censored]
+    return min(finite, key=lambda c: c.value) if finite else Count(min(c.value for c in cs), True)
+
+
+@register("FDY-T5-2")
+def fdy_t5_2(ours):
+    df = select(ours, (5,))
+    rows = complete(counts(df, ROW), ("feddyn", "fedavg", "fedprox"))
+    results, wins = [], 0
+    for k, c in rows.items():
+        best = least(c["fedavg"], c["fedprox"])
+        wins += fewer(c["feddyn"], best) is True
+        results.append((label(k[1:]), fewer(c["feddyn"], best, scale=1.2, strict=False),
+                        f"feddyn {c['feddyn']} vs 1.2 x min(fedavg {c['fedavg']}, fedprox {c['fedprox']})"))
+    verdict, detail = every(results, "models(feddyn) <= 1.2 * min(fedavg, fedprox)",
+                            expected=len(df.drop_duplicates(ROW)), need="ok feddyn, fedavg and fedprox runs",
+                            reasons=why(df, ("feddyn", "fedavg", "fedprox")))
+    if results:
+        detail += f"\nFedDyn wins outright (fewer than both) in {wins} of {len(results)} rows"
+    return verdict, detail
