@@ -65,7 +65,9 @@ def _loggers(cfg: DictConfig, folder: Path, key: str):
 
 
 def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
-                   quiet: bool = False) -> RunResult:
+                   quiet: bool = False, ledger_class: type = Ledger) -> RunResult:
+    """Run `cfg` (or reuse its finished run). `ledger_class` lets a figure record what crossed
+    the network (a Ledger subclass); it never changes the numbers."""
     validate(cfg)
     key = run_key(cfg)
     folder = store.run_dir(cfg.results_root, key)
@@ -119,7 +121,7 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     sizes = torch.tensor([len(p) for p in parts], dtype=torch.float32)
     algorithm = build_algorithm(cfg.algorithm)
     algorithm.setup(Federation(len(parts), model.dim, sizes), theta0)
-    ledger = Ledger(model.dim, entropy=cfg.metrics.entropy, bin_width=cfg.metrics.bin_width)
+    ledger = ledger_class(model.dim, entropy=cfg.metrics.entropy, bin_width=cfg.metrics.bin_width)
     t = cfg.train
     executor = SequentialExecutor(model, x_train, y_train, client_indices, batch_size=t.batch_size,
                                   weight_decay=t.weight_decay, clip_norm=t.clip_norm, seed=cfg.seed)

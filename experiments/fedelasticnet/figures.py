@@ -19,7 +19,7 @@ runnable dataset (MNIST) and say so in their title. Panels whose runs cannot be 
 
 Fig. 2 needs the uploaded values themselves, which the store does not keep (the ledger reduces
 each message at once). They are captured by running the figure's runs once more, in a
-temporary results root, with the engine's Ledger replaced by a subclass that also keeps the
+temporary results root, with a Ledger subclass (run_experiment's `ledger_class`) that also keeps the
 last round's uplink messages: the run is the store's run bit for bit (same config, same
 seeds), and the capture is checked against the round's logged nonzeros and entropy. The
 captured values are cached in <results-root>/captures/<run key>.pt.
@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import tempfile
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -151,9 +150,9 @@ def capture(overrides: list[str], args) -> dict:
     cache = Path(args.results_root) / "captures" / f"{key}.pt"
     if cache.exists():
         return torch.load(cache, weights_only=False)
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(fedrepro.run, "Ledger", RecordingLedger):
+    with tempfile.TemporaryDirectory() as tmp:
         cfg.results_root = tmp
-        result = fedrepro.run.run_experiment(cfg, quiet=True)
+        result = fedrepro.run.run_experiment(cfg, quiet=True, ledger_class=RecordingLedger)
     out = {"uploads": {n: torch.cat(v) for n, v in RecordingLedger.last.items()},
            "summary": result.summary, "key": key}
     cache.parent.mkdir(parents=True, exist_ok=True)
