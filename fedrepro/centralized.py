@@ -30,7 +30,8 @@ What each profile does to the baseline (a profile only caps the paper setting):
   3 epochs of at most 5 batches, 1 000 test and 1 000 training-loss samples: seconds;
 * ignored: `profile.max_local_epochs` and `profile.min_eval_every` / `train.eval_every`
   (there is no local work, and evaluation runs after every epoch), and `train.rounds`,
-  `local_epochs`, `lr_decay`, `num_clients`, `split`, `participation`.
+  `local_epochs`, `lr_decay`, `num_clients`, `split`, `participation` (none of them is part of
+  its run key, so one centralized run serves every split).
 
 The run folder holds what a federated run's does, minus `partition.json` and the checkpoint
 (a killed centralized run restarts from epoch 0): config.yaml, metrics.csv (one row per epoch

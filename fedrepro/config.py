@@ -273,7 +273,7 @@ def validate(cfg: DictConfig) -> None:
         value = _get(cfg, f"algorithm.{key}")
         if value is not None and value < 0:
             raise ConfigError(f"algorithm.{key}={value} must be >= 0")
-    for key in ("alpha", "global_lr", "step"):
+    for key in ("alpha", "global_lr", "step", "epochs", "lr_step_every", "lr_step_factor"):
         value = _get(cfg, f"algorithm.{key}")
         if value is not None and value <= 0:
             raise ConfigError(f"algorithm.{key}={value} must be > 0")
@@ -326,11 +326,21 @@ def effective(cfg: DictConfig) -> Effective:
 _NOT_IN_KEY = ("logger", "data_root", "results_root")
 
 
+# What the centralized baseline never reads: the federation.
+_NOT_IN_CENTRALIZED = ("split", "participation", "compressor")
+_TRAIN_NOT_IN_CENTRALIZED = ("num_clients", "rounds", "local_epochs", "local_steps", "lr_decay", "eval_every")
+
+
 def identity(cfg: DictConfig) -> dict:
     data = OmegaConf.to_container(cfg, resolve=True)
     for key in _NOT_IN_KEY:
         data.pop(key, None)
     data["train"].pop("checkpoint_every", None)
+    if data["algorithm"]["name"] == "centralized":
+        for key in _NOT_IN_CENTRALIZED:
+            data.pop(key, None)
+        for key in _TRAIN_NOT_IN_CENTRALIZED:
+            data["train"].pop(key, None)
     return data
 
 

@@ -98,8 +98,7 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
                      partition_summary(data.y_train.numpy(), parts, data.num_classes))
 
     csv_logger, loggers = _loggers(cfg, folder, key)
-    accelerator = {"cpu": "cpu", "cuda": "cuda", "auto": "auto"}[cfg.train.device]
-    fabric = Fabric(accelerator=accelerator, devices=1, precision="32-true", loggers=loggers)
+    fabric = Fabric(accelerator=cfg.train.device, devices=1, precision="32-true", loggers=loggers)
     fabric.seed_everything(cfg.seed, verbose=False)
     device = fabric.device
 
@@ -128,7 +127,7 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     p = cfg.participation
     loop = RoundLoop(model=model, algorithm=algorithm, executor=executor, ledger=ledger,
                      client_sizes=sizes, theta0=theta0, eff=eff, eval_data=eval_data,
-                     schedule=Schedule(eff.rounds, t.lr, t.lr_decay, t.batch_size, p.mode, p.rate,
+                     schedule=Schedule(t.lr, t.lr_decay, t.batch_size, p.mode, p.rate,
                                        p.cohort_size, cfg.seed))
     setup_s = time.perf_counter() - t0
 

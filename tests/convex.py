@@ -48,7 +48,7 @@ def run_convex(algorithm, x, y, idx, *, rounds, local_steps, lr, batch_size=None
                     eval_every=rounds, max_test_samples=None, max_train_eval_samples=None)
     loop = RoundLoop(model=model, algorithm=algorithm, executor=executor, ledger=Ledger(d),
                      client_sizes=sizes, theta0=theta0, eff=eff,
-                     schedule=Schedule(rounds, lr, 1.0, batch, "bernoulli", rate, None, seed),
+                     schedule=Schedule(lr, 1.0, batch, "bernoulli", rate, None, seed),
                      eval_data=EvalData(x, y, x, y))
     def on_row(row):
         if trace is not None:

@@ -42,9 +42,12 @@ def test_wrong_type_is_rejected():
     ("split.kind=random", "iid, dirichlet, shards, mixed"),
     ("train.lr_decay=1.5", "(0, 1]"),
     ("algorithm=fedprox", None),
+    ("algorithm=feddyn algorithm.transmit=gradient", "model, update"),
+    ("algorithm=feddyn algorithm.alpha=0", "algorithm.alpha=0"),
+    ("algorithm=centralized algorithm.epochs=0", "algorithm.epochs=0"),
 ])
 def test_invalid_values(override, words):
-    cfg = compose_config([override] + (["algorithm.mu=-1"] if words is None else []))
+    cfg = compose_config(override.split() + (["algorithm.mu=-1"] if words is None else []))
     with pytest.raises(ConfigError) as err:
         validate(cfg)
     assert (words or "algorithm.mu") in str(err.value)
@@ -74,3 +77,13 @@ def test_cli_reports_unknown_choice_and_invalid_value(tmp_path):
     out = subprocess.run([sys.executable, "-m", "fedrepro", "train.lr=-1", f"results_root={tmp_path}"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "train.lr=-1" in out.stderr and "must be > 0" in out.stderr
+
+
+def test_centralized_run_key_ignores_the_federation():
+    base = ["algorithm=centralized"]
+    a = compose_config([*base, "split=iid", "participation=p10"])
+    b = compose_config([*base, "split=dirichlet", "participation=p100", "train.num_clients=10"])
+    c = compose_config([*base, "train.lr=0.05"])
+    assert run_key(a) == run_key(b) != run_key(c)
+    fed = [compose_config(["split=iid"]), compose_config(["split=dirichlet"])]
+    assert run_key(fed[0]) != run_key(fed[1])  # federated runs keep the split in their key

@@ -12,6 +12,7 @@ import argparse
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Optional
 from pathlib import Path
 
 import pandas as pd
@@ -51,10 +52,6 @@ class TableSpec:
 def parser(description: str) -> argparse.ArgumentParser:
     ap = table_parser(description)
     add_run_options(ap)
-    ap.add_argument("--datasets", default="mnist",
-                    help="comma-separated dataset keys whose rows to render, or 'all' (rows that "
-                         "cannot run here are listed as not run)")
-    ap.add_argument("--splits", default="all", help="comma-separated split keys (iid, dirichlet0.6, ...) or 'all'")
     return ap
 
 
@@ -108,8 +105,11 @@ def load_table(number: int) -> pd.DataFrame:
     return ref
 
 
-def select_rows(ref: pd.DataFrame, datasets: str, splits: str) -> tuple[pd.DataFrame, list[str]]:
-    """Keep the chosen datasets and splits; a note names every omitted group of rows."""
+def select_rows(ref: pd.DataFrame, datasets: Optional[str], splits: str) -> tuple[pd.DataFrame, list[str]]:
+    """Keep the chosen datasets (None: those runnable here) and splits; a note names every
+    omitted group of rows."""
+    if datasets is None:
+        datasets = ",".join(d for d in settings.DATASETS if settings.loader_name(d) in LOADERS)
     notes = []
     for col, choice, what in (("dataset_key", datasets, "datasets"), ("split_key", splits, "splits")):
         if choice == "all":

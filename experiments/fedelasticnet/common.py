@@ -114,13 +114,7 @@ def tail_accuracy(frame: pd.DataFrame, column: str = ACCURACY) -> float:
 # Command line: which rows
 
 
-def parser(description: str):
-    ap = table_parser(description)
-    ap.add_argument("--datasets", default=None,
-                    help="comma-separated dataset keys, or 'all' (every paper row; unrunnable ones "
-                         "as 'not run'); default: the datasets runnable here")
-    ap.add_argument("--splits", default="all", help="comma-separated split keys (default all)")
-    return ap
+parser = table_parser
 
 
 def _choose(arg: Optional[str], known: list[str], default: list[str], what: str) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.fedelasticnet.common import TableSpec, previous_table, run_table
-from experiments.fedelasticnet.table3 import entropy, nonzero_claims
+from experiments.fedelasticnet.table3 import ENTROPY, nonzero_claims
 
 
 def extra_claims(args, cells, ours):
@@ -27,12 +27,8 @@ def extra_claims(args, cells, ours):
     return nonzero_claims(args, cells, ours) + [(["FEN-S4-1"], pd.concat(frames, ignore_index=True))]
 
 
-SPEC = TableSpec(
-    number=4, participation="p100", metric=entropy,
-    value_name="cumulative entropy of uploaded values",
-    unit_note="bits: pooled per-round Shannon entropy at 0.01 bins, summed over rounds",
-    claims=["FEN-T4-1", "FEN-T4-2", "FEN-T4-3"], extra_claims=extra_claims,
-    notes=["ours: ledger cum_up_entropy (per round: all uploaded values of the round pooled)"])
+SPEC = TableSpec(number=4, participation="p100", claims=["FEN-T4-1", "FEN-T4-2", "FEN-T4-3"],
+                 extra_claims=extra_claims, **ENTROPY)
 
 
 def main(argv=None) -> int:

@@ -34,7 +34,8 @@ class EvalData:
 
 @dataclass
 class Schedule:
-    rounds: int
+    """What the server decides each round (the round count lives in Effective)."""
+
     lr: float
     lr_decay: float
     batch_size: int

@@ -14,4 +14,8 @@ def table_parser(description: str) -> argparse.ArgumentParser:
                     help="runs at once (processes), each with cores/jobs threads")
     ap.add_argument("--results-root", default=os.environ.get("FEDREPRO_RESULTS", "results"))
     ap.add_argument("--data-root", default=os.environ.get("FEDREPRO_DATA_ROOT", "data"))
+    ap.add_argument("--datasets", default=None,
+                    help="comma-separated dataset keys, or 'all' (every paper row; rows that cannot "
+                         "run here are listed as 'not run'); default: the datasets runnable here")
+    ap.add_argument("--splits", default="all", help="comma-separated split keys (iid, dirichlet0.6, ...) or 'all'")
     return ap
