@@ -54,7 +54,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from fedrepro import store
 from fedrepro.config import effective
-from fedrepro.data.loaders import load_dataset
+from fedrepro.data.augment import augment_batch
+from fedrepro.data.loaders import dataset_options, load_dataset
 from fedrepro.engine.evaluate import evaluate
 from fedrepro.engine.loop import EvalData
 from fedrepro.engine.seeding import derive_seed, generator
@@ -85,8 +86,11 @@ def eval_row(flat: FlatModel, w: torch.Tensor, data: EvalData) -> dict:
 class CentralizedModule(pl.LightningModule):
     """SGD on the pooled data; after each epoch evaluates the model and hands the row to `on_row`."""
 
-    def __init__(self, flat: FlatModel, cfg: DictConfig, eval_data: EvalData, on_row):
+    def __init__(self, flat: FlatModel, cfg: DictConfig, eval_data: EvalData, on_row,
+                 augment: str | None = None):
         super().__init__()
+        self.augment = augment
+        self._aug_gen = generator(cfg.seed, "centralized-augment")
         self.flat = flat
         self.net = flat.module  # a registered submodule: Lightning moves it, SGD updates it
         for p in self.net.parameters():
@@ -97,6 +101,8 @@ class CentralizedModule(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         x, y = batch
+        if self.augment is not None:  # CIFAR's flip / crop, seeded (CPU generator)
+            x = augment_batch(self.augment, x.cpu(), self._aug_gen).to(x.device)
         loss = self.flat.output_loss(self.net(x), y)
         self._loss_sum += loss.detach()  # a tensor: no device sync per step
         self._batches += 1
@@ -123,7 +129,9 @@ class CentralizedModule(pl.LightningModule):
         epoch = self.current_epoch + 1
         row = {"round": epoch, "clients": 0, "lr": self._lr,
                "local_loss": float(self._loss_sum) / max(self._batches, 1), **self.comm}
+        self.flat.buffers = self.flat.module_buffers()  # BatchNorm: evaluate with the trained statistics
         row.update(eval_row(self.flat, self.flat.flatten_module(), self.eval_data))
+        self.net.train()  # evaluation switched BatchNorm models to eval mode
         self.on_row(row)
         if not math.isfinite(row["server_test_loss"]):
             self.diverged_at = epoch
@@ -153,7 +161,8 @@ def run_centralized(cfg: DictConfig, key: str, folder: Path, quiet: bool = False
     t = cfg.train
     epochs = centralized_epochs(cfg)
     t0 = time.perf_counter()
-    data = load_dataset(cfg.dataset.name, cfg.data_root, download=cfg.dataset.download)
+    data = load_dataset(cfg.dataset.name, cfg.data_root, download=cfg.dataset.download,
+                        options=dataset_options(cfg.dataset))
     folder.mkdir(parents=True, exist_ok=True)
     store.write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     (folder / "metrics.csv").unlink(missing_ok=True)  # left by an unfinished earlier attempt
@@ -180,7 +189,7 @@ def run_centralized(cfg: DictConfig, key: str, folder: Path, quiet: bool = False
         for lg in loggers:
             lg.log_metrics(row, step=row["round"])
 
-    module = CentralizedModule(flat, cfg, eval_data, on_row)
+    module = CentralizedModule(flat, cfg, eval_data, on_row, augment=data.augment)
     first = {"round": 0, "clients": 0, "lr": t.lr, "local_loss": float("nan"), **module.comm}
     on_row({**first, **eval_row(flat, theta0, eval_data)})  # the initial model, as federated runs
 

@@ -30,8 +30,68 @@ class DatasetConfig:
 
 
 @dataclass
+class ShakespeareConfig(DatasetConfig):
+    """FedDyn's Shakespeare: 100 speaking roles with > 2000 train / 400 test samples, each
+    a seeded contiguous crop of 2000 / 400 (docs/datasets/shakespeare.md)."""
+
+    name: str = "shakespeare"
+    source: str = "tff"  # tff (TFF's h5 files) | leaf (LEAF's json)
+    num_clients: int = 100
+    train_per_client: int = 2000
+    test_per_client: int = 400
+    seq_len: int = 80
+    seed: int = 0  # role selection and crops
+
+
+@dataclass
+class BinaryViewConfig(DatasetConfig):
+    """HAR / ESR: `binary` is LoSAC's two-class view of the DLG study."""
+
+    binary: bool = False
+    seed: int = 0  # ESR's stratified 9 200 / 2 300 split (unused by HAR)
+
+
+@dataclass
+class LibsvmConfig(DatasetConfig):
+    require_test: bool = False  # False: without the .t file, test on the training set (said in the source)
+
+
+@dataclass
+class SyntheticFedDynConfig(DatasetConfig):
+    """FedDyn App. A.1.1's multiclass logistic data (docs/datasets/synthetic.md)."""
+
+    name: str = "synthetic_feddyn"
+    heterogeneity: str = "homogeneous"  # homogeneous | type1 | type2 | type3
+    num_devices: int = 20
+    samples_per_device: int = 200
+    num_features: int = 30
+    num_classes: int = 5
+    gamma1: float = 1.0
+    gamma2: float = 1.0
+    gamma3: float = 1.0
+    test_per_device: int = 200  # 0: test on the training set (FedDyn's code)
+    min_samples: int = 10  # smallest device (A.1.1's batch size)
+    seed: int = 0
+
+
+@dataclass
+class LowRankConfig(DatasetConfig):
+    """LoSAC V-E's matrix sensing: y = <X_G, D> + noise, X_G = diag(I_rank, 0)."""
+
+    name: str = "lowrank"
+    d: int = 64
+    rank: int = 8
+    num_clients: int = 100
+    samples_per_client: int = 100
+    test_samples: int = 2000
+    mean: float = 0.1
+    noise: float = 0.1
+    seed: int = 0
+
+
+@dataclass
 class SplitConfig:
-    kind: str = "iid"  # iid | dirichlet | shards | mixed
+    kind: str = "iid"  # iid | dirichlet | shards | mixed | natural (the dataset's own clients)
     alpha: float = 0.3  # Dirichlet concentration
     balance: str = "balanced"  # balanced | lognormal
     sigma: float = 0.0  # lognormal client-size spread (FedDyn's unbalanced_sgm)
@@ -41,7 +101,7 @@ class SplitConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = MISSING  # mlp | logistic | binary_logistic
+    name: str = MISSING  # one of CHOICES["model.name"] (docs/models.md)
     hidden: list[int] = field(default_factory=list)
 
 
@@ -186,7 +246,8 @@ class Config:
 
 
 SCHEMAS: dict[str, dict[str, type]] = {
-    "dataset": {"dataset": DatasetConfig},
+    "dataset": {"dataset": DatasetConfig, "shakespeare": ShakespeareConfig, "binary_view": BinaryViewConfig,
+                "libsvm": LibsvmConfig, "synthetic_feddyn": SyntheticFedDynConfig, "lowrank": LowRankConfig},
     "split": {"split": SplitConfig},
     "model": {"model": ModelConfig},
     "algorithm": {"fedavg": FedAvgConfig, "fedprox": FedProxConfig, "scaffold": ScaffoldConfig,
@@ -209,9 +270,10 @@ def register_configs() -> None:
 
 # Values that are free text in YAML but must come from a fixed set.
 CHOICES = {
-    "split.kind": ("iid", "dirichlet", "shards", "mixed"),
+    "split.kind": ("iid", "dirichlet", "shards", "mixed", "natural"),
     "split.balance": ("balanced", "lognormal"),
-    "model.name": ("mlp", "logistic", "binary_logistic"),
+    "model.name": ("mlp", "logistic", "binary_logistic", "cnn_cifar", "lstm", "resnet18_gn", "resnet18",
+                   "resnet56", "densenet121", "mobilenet", "matrix"),
     "participation.mode": ("bernoulli", "fixed"),
     "compressor.name": ("none",),
     "logger.name": ("csv", "wandb"),

@@ -8,18 +8,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from fedrepro import store
 from fedrepro.algorithms import Federation, build_algorithm
 from fedrepro.config import effective, run_key, validate
-from fedrepro.data.loaders import load_dataset
+from fedrepro.data.loaders import dataset_options, load_dataset
 from fedrepro.data.partition import make_partition, partition_summary
 from fedrepro.engine.local import SequentialExecutor
 from fedrepro.engine.loop import EvalData, RoundLoop, Schedule
 from fedrepro.engine.seeding import derive_seed, generator
-from fedrepro.errors import DivergenceError
+from fedrepro.errors import ConfigError, DivergenceError
 from fedrepro.metrics.ledger import Ledger
 from fedrepro.models.flat import build_model
 
@@ -44,6 +45,31 @@ def _subset(n: int, limit: Optional[int], seed: int, purpose: str) -> Optional[t
     if limit is None or limit >= n:
         return None
     return torch.randperm(n, generator=generator(seed, purpose))[:limit].sort().values
+
+
+def partition_labels(data) -> np.ndarray:
+    """Class labels for partitioning; regression targets count as one class (label skew is undefined)."""
+    if data.task == "regression":
+        return np.zeros(len(data.y_train), dtype=np.int64)
+    return data.y_train.numpy()
+
+
+def client_partition(cfg: DictConfig, data) -> list:
+    """The clients' training indices: the dataset's own clients (split=natural) or a
+    seeded partition of the pooled training set."""
+    s = cfg.split
+    if s.kind == "natural":
+        if data.natural_clients is None:
+            raise ConfigError(f"split=natural: dataset {cfg.dataset.name} has no clients of its own "
+                              f"(only shakespeare, synthetic_feddyn, har do); choose split=iid or dirichlet")
+        if len(data.natural_clients) != cfg.train.num_clients:
+            raise ConfigError(f"split=natural: dataset {cfg.dataset.name} has {len(data.natural_clients)} "
+                              f"clients; set train.num_clients={len(data.natural_clients)}")
+        return [np.asarray(p) for p in data.natural_clients]
+    return make_partition(partition_labels(data), cfg.train.num_clients, kind=s.kind,
+                          seed=derive_seed(cfg.seed, "partition"), alpha=s.alpha, balance=s.balance,
+                          sigma=s.sigma, shards_per_client=s.shards_per_client,
+                          sorted_fraction=s.sorted_fraction)
 
 
 def _loggers(cfg: DictConfig, folder: Path, key: str):
@@ -86,16 +112,13 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
 
     eff = effective(cfg)
     t0 = time.perf_counter()
-    data = load_dataset(cfg.dataset.name, cfg.data_root, download=cfg.dataset.download)
-    s = cfg.split
-    parts = make_partition(data.y_train.numpy(), cfg.train.num_clients, kind=s.kind,
-                           seed=derive_seed(cfg.seed, "partition"), alpha=s.alpha, balance=s.balance,
-                           sigma=s.sigma, shards_per_client=s.shards_per_client,
-                           sorted_fraction=s.sorted_fraction)
+    data = load_dataset(cfg.dataset.name, cfg.data_root, download=cfg.dataset.download,
+                        options=dataset_options(cfg.dataset))
+    parts = client_partition(cfg, data)
     folder.mkdir(parents=True, exist_ok=True)
     store.write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     store.write_json(folder / "partition.json",
-                     partition_summary(data.y_train.numpy(), parts, data.num_classes))
+                     partition_summary(partition_labels(data), parts, data.num_classes))
 
     csv_logger, loggers = _loggers(cfg, folder, key)
     fabric = Fabric(accelerator=cfg.train.device, devices=1, precision="32-true", loggers=loggers)
@@ -115,6 +138,7 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     model, theta0 = build_model(cfg.model, tuple(data.x_train.shape[1:]), data.num_classes,
                                 seed=derive_seed(cfg.seed, "init"))
     model.module.to(device)
+    model.buffers = model.buffers.to(device)
     theta0 = theta0.to(device)
     client_indices = [torch.as_tensor(p, dtype=torch.long, device=device) for p in parts]
     sizes = torch.tensor([len(p) for p in parts], dtype=torch.float32)
@@ -123,7 +147,8 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     ledger = ledger_class(model.dim, entropy=cfg.metrics.entropy, bin_width=cfg.metrics.bin_width)
     t = cfg.train
     executor = SequentialExecutor(model, x_train, y_train, client_indices, batch_size=t.batch_size,
-                                  weight_decay=t.weight_decay, clip_norm=t.clip_norm, seed=cfg.seed)
+                                  weight_decay=t.weight_decay, clip_norm=t.clip_norm, seed=cfg.seed,
+                                  augment=data.augment)
     p = cfg.participation
     loop = RoundLoop(model=model, algorithm=algorithm, executor=executor, ledger=ledger,
                      client_sizes=sizes, theta0=theta0, eff=eff, eval_data=eval_data,

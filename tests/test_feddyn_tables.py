@@ -12,7 +12,6 @@ import pytest
 
 from experiments.feddyn import common, figures, settings, table1, table2, table6
 from fedrepro.config import compose_config, effective
-from fedrepro.data.loaders import LOADERS
 from fedrepro.metrics.targets import Count
 from fedrepro.reports import claims_feddyn as cf
 from fedrepro.reports.claims import evaluate_claims
@@ -176,7 +175,7 @@ def smoke(tmp_path_factory):
         mp.setattr(settings, "recipe", lambda *a: dataclasses.replace(recipe(*a), num_devices=5))
         common_args = ["--profile", "smoke", "--results-root", str(root), "--data-root", data_root]
         with contextlib.redirect_stdout(out):
-            assert table2.main([*common_args, "--splits", "iid"]) == 0
+            assert table2.main([*common_args, "--datasets", "mnist", "--splits", "iid"]) == 0
             assert figures.main(["--figure", "8", "--only-existing", *common_args]) == 0
         panels = figures._participation_grid("mnist")
         figures.fill(panels, argparse.Namespace(only_existing=True, profile="smoke", results_root=str(root),
@@ -227,15 +226,6 @@ def test_figures_not_run_panels(tmp_path, capsys):
         assert (tmp_path / "figures" / name).stat().st_size > 0
     with pytest.raises(SystemExit):
         figures.main(["--figure", "8", "--dataset", "mnist", *args])
-
-
-@pytest.mark.skipif("synthetic_feddyn" in LOADERS, reason="the synthetic generator exists")
-def test_table6_not_run_until_the_generator(tmp_path, capsys):
-    assert table6.main(["--profile", "smoke", "--results-root", str(tmp_path)]) == 0
-    table = pd.read_csv(tmp_path / "tables" / "feddyn_table6.csv")
-    assert len(table) == 16 and set(table.status) == {"not run"}
-    assert table.reason.str.contains("synthetic_feddyn generator arrives with the datasets issue").all()
-    assert "**FDY-T6-1** not evaluated" in (tmp_path / "tables" / "feddyn_table6_claims.md").read_text()
 
 
 def test_table1_lists_every_row_when_no_dataset_runs(tmp_path, capsys):

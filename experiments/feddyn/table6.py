@@ -5,8 +5,8 @@ homogeneous and with one of three types of heterogeneity (App. A.1.1).
     python -m experiments.feddyn.table6 --profile quick --seeds 1
 
 The target is on the training loss of the mean of all clients' models (all_train_loss).
-Every row is "not run" until the datasets issue brings the synthetic_feddyn generator; the
-heterogeneity switch it is expected to take is in settings.SYNTHETIC_TYPES.
+The data is fedrepro/data/synthetic.py's generator (docs/datasets/synthetic.md) on its own
+20 devices (split=natural), one type of heterogeneity at a time (settings.SYNTHETIC_TYPES).
 """
 from __future__ import annotations
 

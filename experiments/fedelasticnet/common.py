@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 import fedrepro  # noqa: F401  (torchvision shim first)
 import fedrepro.reports.claims_fen  # noqa: F401  (registers the FEN T3/T4/F*/REV checks)
 from fedrepro.config import CONF_DIR
-from fedrepro.data.loaders import LOADERS
+from fedrepro.data.loaders import default_data_root, unavailable
 from fedrepro.reports.claims import claims_markdown, evaluate_claims
 from fedrepro.reports.cli import table_parser
 from fedrepro.reports.grid import Cell, measure_cells
@@ -66,8 +66,10 @@ def not_run_reason(overrides: list[str]) -> Optional[str]:
     """Why these overrides cannot run here (a missing loader or config file), or None."""
     for item in overrides:
         group, _, choice = item.partition("=")
-        if group == "dataset" and choice not in LOADERS:
-            return "dataset loader not implemented yet (datasets issue)"
+        if group == "dataset":
+            missing = unavailable(choice, default_data_root())
+            if missing:
+                return missing
         if "." not in group and not (CONF_DIR / group / f"{choice}.yaml").exists():
             return f"no config {group}={choice} yet"
     return None

@@ -4,6 +4,10 @@ The sequential executor is the reference: one client after another, plain SGD on
 vector exactly as FedDyn's code trains (mean loss over the batch, clipping of the global
 gradient norm, weight decay added after clipping, ceil(n / B) steps per epoch with a last
 partial batch). A faster executor (issue 7) keeps the same contract.
+
+Training augmentation (CIFAR's flip / crop) is applied per batch with its own seeded
+generator per (round, client); BatchNorm models train on a copy of the server's running
+statistics per client, returned in `last_buffers` for the round loop to aggregate.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from fedrepro.algorithms.base import LocalObjective
+from fedrepro.data.augment import augment_batch
 from fedrepro.engine.seeding import generator
 from fedrepro.models.flat import FlatModel
 
@@ -36,25 +41,30 @@ def batch_schedule(n: int, batch_size: int, steps: int, g: torch.Generator, devi
 class SequentialExecutor:
     def __init__(self, model: FlatModel, x: torch.Tensor, y: torch.Tensor,
                  client_indices: list[torch.Tensor], *, batch_size: int, weight_decay: float,
-                 clip_norm: float | None, seed: int):
+                 clip_norm: float | None, seed: int, augment: str | None = None):
         self.model, self.x, self.y = model, x, y
         self.client_indices = client_indices
         self.batch_size, self.weight_decay, self.clip_norm = batch_size, weight_decay, clip_norm
-        self.seed = seed
+        self.seed, self.augment = seed, augment
+        self.last_buffers: torch.Tensor | None = None  # (jobs, buffer_dim) after run()
 
     def run(self, jobs: list[ClientJob], lr: float, round: int):
         """Train each job's client; returns ((len(jobs), d) final models, (len(jobs),) mean losses)."""
         anchor = jobs[0].objective.anchor
         models = torch.empty(len(jobs), anchor.numel(), dtype=anchor.dtype, device=anchor.device)
         losses = torch.empty(len(jobs), dtype=torch.float64)
+        buffers = self.model.buffers.expand(len(jobs), -1).clone()
         for i, job in enumerate(jobs):
-            models[i], losses[i] = self.train_client(job, lr, round)
+            models[i], losses[i] = self.train_client(job, lr, round, buffers[i])
+        self.last_buffers = buffers if self.model.buffer_dim else None
         return models, losses
 
-    def train_client(self, job: ClientJob, lr: float, round: int):
+    def train_client(self, job: ClientJob, lr: float, round: int, buffers: torch.Tensor | None = None):
+        """Train one client; `buffers` (its copy of the BatchNorm statistics) is updated in place."""
         idx = self.client_indices[job.client]
         g = generator(self.seed, "batches", round, job.client, device="cpu")
         schedule = batch_schedule(len(idx), self.batch_size, job.steps, g, "cpu")
+        g_aug = generator(self.seed, "augment", round, job.client, device="cpu") if self.augment else None
         obj = job.objective
         decay = self.weight_decay + obj.extra_decay
         w = (obj.anchor if obj.start is None else obj.start).clone()
@@ -62,8 +72,10 @@ class SequentialExecutor:
         for positions in schedule:
             rows = idx[positions.to(idx.device)]
             xb, yb = self.x[rows], self.y[rows]
+            if g_aug is not None:
+                xb = augment_batch(self.augment, xb, g_aug)
             w.requires_grad_(True)
-            loss = self.model.loss(w, xb, yb)
+            loss = self.model.loss(w, xb, yb, buffers)
             (grad,) = torch.autograd.grad(loss, w)
             w = w.detach()
             penalty = obj.gradient(w)

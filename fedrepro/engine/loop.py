@@ -59,12 +59,13 @@ class RoundLoop:
     # -- state for checkpoints ------------------------------------------------------------
     def state_dict(self) -> dict:
         return {"algorithm": self.algorithm.state_dict(), "latest": self.latest,
-                "ledger": self.ledger.state_dict()}
+                "ledger": self.ledger.state_dict(), "buffers": self.model.buffers.clone()}
 
     def load_state_dict(self, state: dict) -> None:
         self.algorithm.load_state_dict(state["algorithm"])
         self.latest = state["latest"].clone()
         self.ledger.load_state_dict(state["ledger"])
+        self.model.buffers = state.get("buffers", self.model.buffers).clone()
 
     # -- one round --------------------------------------------------------------------------
     def run_round(self, t: int) -> dict:
@@ -95,6 +96,9 @@ class RoundLoop:
                 messages.setdefault(name, []).append(message)
         alg.aggregate(selected, {name: torch.stack(v) for name, v in messages.items()})
         self.latest[selected] = models
+        if self.model.buffer_dim:  # BatchNorm statistics: data-weighted mean of the participants'
+            weights = self.client_sizes[selected].to(models.dtype)
+            self.model.buffers = (weights / weights.sum()) @ self.executor.last_buffers
         row = {"round": t + 1, "clients": len(selected), "lr": lr, "local_loss": float(losses.mean())}
         row.update(self.ledger.end_round())
         if (t + 1) % self.eff.eval_every == 0 or t + 1 == self.eff.rounds:

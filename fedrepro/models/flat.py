@@ -3,6 +3,14 @@
 Every algorithm does arithmetic on (d,) and (clients, d) tensors; the module is only used
 through `torch.func.functional_call` with views into the flat vector, so the gradient of
 the loss with respect to the flat vector comes out flat as well.
+
+BatchNorm's running statistics are not parameters: they live in a second flat vector,
+`FlatModel.buffers` (the server's statistics), outside every algorithm. Local training runs
+in train mode (batch statistics) and updates a client's own copy; after each round the
+engine sets the server's statistics to the data-size-weighted mean of the participants'
+copies (L2GD App. A.2: "the batch normalization statistics are included into aggregation",
+as FedML's FedAvg does). Evaluation runs in eval mode with the server's statistics. The
+statistics are not counted as communication (the ledger sees only what algorithms send).
 """
 from __future__ import annotations
 
@@ -34,6 +42,14 @@ class FlatModel:
         self.dim = sum(self.numels)
         for p in module.parameters():
             p.requires_grad_(False)  # gradients flow to the flat vector only
+        stats = {n: b for n, b in module.named_buffers() if b.is_floating_point()}
+        self.buffer_names = list(stats)
+        self.buffer_shapes = [b.shape for b in stats.values()]
+        self.buffer_numels = [b.numel() for b in stats.values()]
+        self.buffers = self.module_buffers()
+        # train/eval switching matters only for BatchNorm / dropout; skip it otherwise (cheap steps)
+        self._mode_sensitive = any(isinstance(m, (nn.modules.batchnorm._NormBase, nn.Dropout))
+                                   for m in module.modules())
 
     def flatten_module(self) -> torch.Tensor:
         """The module's current (initialized) parameters as one vector."""
@@ -42,12 +58,40 @@ class FlatModel:
     def unflatten(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
         return {n: v.view(s) for n, v, s in zip(self.names, w.split(self.numels), self.shapes)}
 
-    def logits(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return functional_call(self.module, self.unflatten(w), (x,))
+    def module_buffers(self) -> torch.Tensor:
+        """The module's own running statistics as one vector (empty without BatchNorm)."""
+        stats = dict(self.module.named_buffers())
+        if not self.buffer_names:
+            return torch.zeros(0)
+        return torch.cat([stats[n].detach().reshape(-1) for n in self.buffer_names]).clone()
 
-    def loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Mean loss over the batch (FedDyn's code: sum-reduced loss / batch size)."""
-        return self.output_loss(self.logits(w, x), y)
+    @property
+    def buffer_dim(self) -> int:
+        return int(self.buffers.numel())
+
+    def _tensors(self, w: torch.Tensor, buffers: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        tensors = self.unflatten(w)
+        if self.buffer_names:
+            b = self.buffers if buffers is None else buffers
+            tensors.update({n: v.view(s) for n, v, s in
+                            zip(self.buffer_names, b.split(self.buffer_numels), self.buffer_shapes)})
+        return tensors
+
+    def _mode(self, train: bool) -> None:
+        if self._mode_sensitive and self.module.training != train:
+            self.module.train(train)
+
+    def logits(self, w: torch.Tensor, x: torch.Tensor, buffers: torch.Tensor | None = None,
+               train: bool = False) -> torch.Tensor:
+        """Outputs of the model `w`. train=True: BatchNorm uses batch statistics and updates
+        `buffers` (a client's copy of the running statistics) in place."""
+        self._mode(train)
+        return functional_call(self.module, self._tensors(w, buffers), (x,))
+
+    def loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+             buffers: torch.Tensor | None = None) -> torch.Tensor:
+        """Mean training loss over the batch (FedDyn's code: sum-reduced loss / batch size)."""
+        return self.output_loss(self.logits(w, x, buffers, train=True), y)
 
     def output_loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The batch-mean loss of the module's outputs `out` (also used by the centralized baseline)."""
@@ -58,7 +102,7 @@ class FlatModel:
         return F.cross_entropy(out, y)
 
     def loss_and_correct(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
-        """(summed loss, number correct) over a batch, for evaluation."""
+        """(summed loss, number correct) over a batch, for evaluation (eval mode, server statistics)."""
         out = self.logits(w, x)
         if self.loss_kind == "logistic":
             logit = out.squeeze(1)
@@ -73,20 +117,52 @@ class FlatModel:
         return loss, correct
 
 
+IMAGE_MODELS = {"cnn_cifar": (3, 32, 32), "resnet18_gn": (3, 32, 32), "resnet18": (3, 32, 32),
+                "resnet56": (3, 32, 32), "densenet121": (3, 32, 32), "mobilenet": (3, 32, 32)}
+
+
+def _module(cfg, in_shape: tuple[int, ...], num_classes: int) -> tuple[nn.Module, str]:
+    name, in_dim = cfg.name, math.prod(in_shape)
+    if name in IMAGE_MODELS and tuple(in_shape) != IMAGE_MODELS[name]:
+        raise ConfigError(f"model={name} needs {IMAGE_MODELS[name]} images (dataset=cifar10 or cifar100); "
+                          f"this dataset gives inputs of shape {tuple(in_shape)}")
+    if name == "mlp":
+        return MLP(in_dim, list(cfg.hidden), num_classes), "cross_entropy"
+    if name == "logistic":
+        return logistic(in_dim, num_classes), "cross_entropy"
+    if name == "binary_logistic":
+        if num_classes != 2:
+            raise ConfigError(f"model=binary_logistic needs a 2-class dataset; this one has {num_classes} classes")
+        return binary_logistic(in_dim), "logistic"
+    if name == "cnn_cifar":
+        from fedrepro.models.cnn import cifar_cnn
+        return cifar_cnn(num_classes), "cross_entropy"
+    if name == "lstm":
+        if len(in_shape) != 1:
+            raise ConfigError(f"model=lstm reads sequences of character ids (dataset=shakespeare); "
+                              f"this dataset gives inputs of shape {tuple(in_shape)}")
+        from fedrepro.models.lstm import shakespeare_lstm
+        return shakespeare_lstm(vocab=num_classes), "cross_entropy"
+    if name in ("resnet18_gn", "resnet18", "resnet56"):
+        from fedrepro.models import resnet
+        return getattr(resnet, name)(num_classes), "cross_entropy"
+    if name in ("densenet121", "mobilenet"):
+        from fedrepro.models import zoo
+        return getattr(zoo, name)(num_classes), "cross_entropy"
+    if name == "matrix":
+        d = math.isqrt(in_dim)
+        if d * d != in_dim or num_classes != 1:
+            raise ConfigError(f"model=matrix needs flattened d x d sensing matrices with real targets "
+                              f"(dataset=lowrank); this dataset gives {in_dim} features, {num_classes} classes")
+        from fedrepro.models.zoo import matrix_sensing
+        return matrix_sensing(d), "squared"
+    raise ConfigError(f"model.name={name!r} is unknown; see conf/model/ for the choices")
+
+
 def build_model(cfg, in_shape: tuple[int, ...], num_classes: int, seed: int) -> tuple[FlatModel, torch.Tensor]:
     """The model named by `cfg` (a ModelConfig) and its seeded initial flat vector."""
-    in_dim = math.prod(in_shape)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        if cfg.name == "mlp":
-            module, loss = MLP(in_dim, list(cfg.hidden), num_classes), "cross_entropy"
-        elif cfg.name == "logistic":
-            module, loss = logistic(in_dim, num_classes), "cross_entropy"
-        elif cfg.name == "binary_logistic":
-            if num_classes != 2:
-                raise ConfigError(f"model=binary_logistic needs a 2-class dataset; this one has {num_classes} classes")
-            module, loss = binary_logistic(in_dim), "logistic"
-        else:
-            raise ConfigError(f"model.name={cfg.name!r} is unknown; choose one of: mlp, logistic, binary_logistic")
+        module, loss = _module(cfg, in_shape, num_classes)
         flat = FlatModel(module, loss=loss)
         return flat, flat.flatten_module()

@@ -100,7 +100,9 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
         summaries[i] = runs
         failed = [o for o in outcomes if isinstance(o, str)]
         diverged = [r for r in runs if r.summary["status"] != "finished"]
-        if failed:
+        if failed and all(f.startswith("DataError") for f in failed):
+            status, reason = "not run", failed[0]  # the data is not here: the message names the files
+        elif failed:
             status, reason = "failed", failed[0]
         elif diverged:
             status, reason = "diverged", diverged[0].summary.get("error") or ""
