@@ -15,7 +15,7 @@ JOBS ?= 1
 export PROFILE SEEDS JOBS
 
 .PHONY: install quickstart test clean table2 table3 table4 table5 fen-costs \
-	feddyn-table1 feddyn-table2 feddyn-table4 feddyn-table5 feddyn-table6
+	feddyn-table1 feddyn-table2 feddyn-table4 feddyn-table5 feddyn-table6 centralized
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -d $(VENV) || python3 -m venv $(VENV)
@@ -38,6 +38,10 @@ table2 table3 table4 table5: install
 
 feddyn-table1 feddyn-table2 feddyn-table4 feddyn-table5 feddyn-table6: install
 	$(PY) -m experiments.feddyn.$(subst feddyn-,,$@)
+
+# The centralized baseline of every dataset here, beside the papers' centralized accuracies.
+centralized: install
+	$(PY) -m experiments.centralized
 
 # Figures: make fen-fig1 ... fen-fig9, fen-costs (nonzeros / entropy against the round),
 # feddyn-fig1 ... feddyn-fig13.
