@@ -193,6 +193,45 @@ class DSGDConfig(AlgorithmConfig):
 
 
 @dataclass
+class ScaffoldProxConfig(ScaffoldConfig):
+    """SCAFFOLD-Prox (LoSAC V-E): a proximal step after every local step (docs/losac.md)."""
+
+    name: str = "scaffold_prox"
+    prox: str = "nuclear"  # none | l1 | nuclear
+    prox_weight: float = 0.0  # lambda of Psi = lambda ||x||_1 or lambda ||X||_*
+    prox_shape: Optional[list[int]] = None  # nuclear: the matrix shape of the flat model, e.g. [64, 64]
+
+
+@dataclass
+class FedSagaConfig(AlgorithmConfig):
+    """LoSAC Algorithm 1: local SAGA over M fixed data blocks (docs/losac.md)."""
+
+    name: str = "fedsaga"
+    blocks: int = 5  # M: blocks per client = stored gradients per client
+    scaling: str = "consistent"  # consistent (docs/losac.md) | literal (eq. (9) and x += 1/N sum as printed)
+
+
+@dataclass
+class LosacConfig(AlgorithmConfig):
+    """LoSAC Algorithm 2; with prox != none, LoSAC-Prox (Sec. III-C)."""
+
+    name: str = "losac"
+    blocks: int = 5
+    scaling: str = "consistent"  # consistent | literal (eqs. (11), (13) as printed)
+    prox: str = "none"  # none | l1 | nuclear
+    prox_weight: float = 0.0
+    prox_shape: Optional[list[int]] = None
+
+
+@dataclass
+class MimeSVRGConfig(AlgorithmConfig):
+    """Mime with the SVRG correction: full gradients at x first, then local steps."""
+
+    name: str = "mimesvrg"
+    blocks: Optional[int] = 5  # M fixed blocks as the step's batch; null: train.batch_size batches
+
+
+@dataclass
 class CentralizedConfig(AlgorithmConfig):
     """The papers' centralized baseline: one model trained on the pooled training data
     (a LightningModule and a Lightning Trainer), lr = train.lr, batch = train.batch_size."""
@@ -252,7 +291,8 @@ SCHEMAS: dict[str, dict[str, type]] = {
     "model": {"model": ModelConfig},
     "algorithm": {"fedavg": FedAvgConfig, "fedprox": FedProxConfig, "scaffold": ScaffoldConfig,
                   "feddyn": FedDynConfig, "fedsplit": FedSplitConfig, "dsgd": DSGDConfig,
-                  "centralized": CentralizedConfig},
+                  "centralized": CentralizedConfig, "scaffold_prox": ScaffoldProxConfig,
+                  "fedsaga": FedSagaConfig, "losac": LosacConfig, "mimesvrg": MimeSVRGConfig},
     "participation": {"participation": ParticipationConfig},
     "compressor": {"compressor": CompressorConfig},
     "profile": {"profile": ProfileConfig},
@@ -281,6 +321,13 @@ CHOICES = {
     "train.executor": ("sequential",),
     "train.device": ("cpu", "cuda", "auto"),
     "metrics.entropy": ("pooled", "per_client"),
+}
+# Algorithm keys that only some algorithms have (checked when present).
+ALGORITHM_CHOICES = {
+    "transmit": ("model", "update"),
+    "server": ("act", "all"),
+    "scaling": ("consistent", "literal"),  # = fedrepro.algorithms.losac.SCALINGS
+    "prox": ("none", "l1", "nuclear"),  # = fedrepro.algorithms.prox.PROX_KINDS
 }
 
 
@@ -331,18 +378,23 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("model.name=mlp needs model.hidden, e.g. [200, 200]")
     if any(h <= 0 for h in cfg.model.hidden):
         raise ConfigError(f"model.hidden={list(cfg.model.hidden)} must hold positive layer widths")
-    for key in ("mu", "lambda1", "lambda2", "epsilon"):
+    for key in ("mu", "lambda1", "lambda2", "epsilon", "prox_weight"):
         value = _get(cfg, f"algorithm.{key}")
         if value is not None and value < 0:
             raise ConfigError(f"algorithm.{key}={value} must be >= 0")
-    for key in ("alpha", "global_lr", "step", "epochs", "lr_step_every", "lr_step_factor"):
+    for key in ("alpha", "global_lr", "step", "epochs", "lr_step_every", "lr_step_factor", "blocks"):
         value = _get(cfg, f"algorithm.{key}")
         if value is not None and value <= 0:
             raise ConfigError(f"algorithm.{key}={value} must be > 0")
-    for key, allowed in (("transmit", ("model", "update")), ("server", ("act", "all"))):
+    for key, allowed in ALGORITHM_CHOICES.items():
         value = _get(cfg, f"algorithm.{key}")
         if value is not None and value not in allowed:
             raise ConfigError(f"algorithm.{key}={value!r} is not valid; choose one of: {', '.join(allowed)}")
+    if _get(cfg, "algorithm.prox") == "nuclear":
+        shape = _get(cfg, "algorithm.prox_shape")
+        if shape is None or len(shape) != 2 or min(shape) < 1:
+            raise ConfigError(f"algorithm.prox=nuclear needs algorithm.prox_shape=[rows, cols], the matrix "
+                              f"shape of the flat model (e.g. [64, 64]); got {shape}")
     for key in ("max_rounds", "max_local_epochs", "max_local_steps", "max_test_samples",
                 "max_train_eval_samples", "min_eval_every"):
         positive(f"profile.{key}", allow_none=True)

@@ -144,6 +144,10 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     sizes = torch.tensor([len(p) for p in parts], dtype=torch.float32)
     algorithm = build_algorithm(cfg.algorithm)
     algorithm.setup(Federation(len(parts), model.dim, sizes), theta0)
+    state_bytes = algorithm.memory_bytes()
+    if not quiet and state_bytes > 1 << 28:  # worth knowing: LoSAC's stored block gradients
+        print(f"[fedrepro] {cfg.algorithm.name} holds {state_bytes / 2 ** 30:.2f} GiB of server and "
+              f"client state (also in each checkpoint)")
     ledger = ledger_class(model.dim, entropy=cfg.metrics.entropy, bin_width=cfg.metrics.bin_width)
     t = cfg.train
     executor = SequentialExecutor(model, x_train, y_train, client_indices, batch_size=t.batch_size,

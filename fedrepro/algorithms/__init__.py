@@ -3,6 +3,8 @@
 FedElasticNet's Algorithms 1-3 are their base methods with the l1 penalty (lambda1) and the
 epsilon threshold switched on: `fen_alg1` = FedProx, `fen_alg2` = SCAFFOLD, `fen_alg3` =
 FedDyn transmitting updates. With lambda1 = epsilon = 0 each is its base, bit for bit.
+LoSAC's family (docs/losac.md): `fedsaga`, `losac`, `losac_prox` (LoSAC with a prox),
+`mimesvrg`, and `scaffold_prox` (SCAFFOLD with a prox after every local step).
 """
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from fedrepro.algorithms.base import Algorithm, Federation, LocalObjective
 from fedrepro.algorithms.fedavg import DSGD, FedAvg, FedProx
 from fedrepro.algorithms.feddyn import FedDyn
 from fedrepro.algorithms.fedsplit import FedSplit
+from fedrepro.algorithms.losac import FedSaga, LoSAC, MimeSVRG
+from fedrepro.algorithms.prox import make_prox
 from fedrepro.algorithms.scaffold import Scaffold
 from fedrepro.errors import ConfigError
 
@@ -20,6 +24,17 @@ def _fedprox(cfg):
 
 def _scaffold(cfg):
     return Scaffold(lambda1=cfg.lambda1, lambda2=cfg.lambda2, epsilon=cfg.epsilon, global_lr=cfg.global_lr)
+
+
+def _scaffold_prox(cfg):
+    prox = make_prox(cfg.prox, cfg.prox_weight, None if cfg.prox_shape is None else tuple(cfg.prox_shape))
+    return Scaffold(lambda1=cfg.lambda1, lambda2=cfg.lambda2, epsilon=cfg.epsilon, global_lr=cfg.global_lr,
+                    prox=None if cfg.prox == "none" else prox)
+
+
+def _losac(cfg):
+    return LoSAC(blocks=cfg.blocks, scaling=cfg.scaling, prox=cfg.prox, prox_weight=cfg.prox_weight,
+                 prox_shape=cfg.prox_shape)
 
 
 def _feddyn(cfg):
@@ -36,6 +51,11 @@ REGISTRY = {
     "fen_alg3": _feddyn,
     "fedsplit": lambda cfg: FedSplit(step=cfg.step, server=cfg.server),
     "dsgd": lambda cfg: DSGD(),
+    "fedsaga": lambda cfg: FedSaga(blocks=cfg.blocks, scaling=cfg.scaling),
+    "losac": _losac,
+    "losac_prox": _losac,
+    "mimesvrg": lambda cfg: MimeSVRG(blocks=cfg.blocks),
+    "scaffold_prox": _scaffold_prox,
 }
 
 

@@ -12,15 +12,23 @@ questions, in the order the engine asks them each round:
 4. `aggregate()`       how the server combines the uploads it received;
 5. `server_model()`    the model the server holds (evaluated as "server").
 
+Two optional extensions (LoSAC's family, docs/losac.md): a `LocalRule` in the local
+objective replaces the data gradient of each local step by a stateful search direction
+(SAGA / SVRG tables over fixed data blocks) and `LocalObjective.prox` follows each step by a
+proximal operator; `pre_upload` / `pre_aggregate` add a first phase to a round (MimeSVRG:
+full gradients at the server model go up, their mean comes back down before local training).
+
 The engine owns client sampling, local SGD, the ledger, evaluation and checkpoints; an
 algorithm never counts its own communication.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
+
+GradientAt = Callable[[torch.Tensor], torch.Tensor]  # v -> data gradient of the step's batch at v
 
 
 @dataclass
@@ -40,6 +48,8 @@ class LocalObjective:
     linear: Optional[torch.Tensor] = None
     extra_decay: float = 0.0
     start: Optional[torch.Tensor] = None  # where local training starts (None: the anchor)
+    rule: Optional["LocalRule"] = None  # stateful direction replacing the data gradient
+    prox: Optional[Callable[[torch.Tensor, float], torch.Tensor]] = None  # w <- prox(w, lr) after each step
 
     def gradient(self, w: torch.Tensor) -> Optional[torch.Tensor]:
         """The penalty part of the gradient at w (None when there is none)."""
@@ -52,6 +62,29 @@ class LocalObjective:
         if self.linear is not None:
             g = self.linear if g is None else g + self.linear
         return g
+
+
+class LocalRule:
+    """A stateful local update (SAGA / SVRG family): one instance per client and round.
+
+    Executor contract (any executor): with `num_blocks` = M the client's data is split into
+    M fixed blocks, a seeded partition per client that is the same every round (so state
+    stored per block keeps referring to the same samples); each step draws one block
+    uniformly from the per-(round, client) generator and that block is the step's batch.
+    `num_blocks` = None keeps the usual batch schedule (block=None). Each step the executor
+    computes g, the batch's data gradient at w, and uses
+
+        direction(step, block, w, g, grad_at)     (a fresh tensor; the rule may update its state)
+
+    in place of g; grad_at(v) is the same batch's data gradient at any v. Penalty terms,
+    clipping, weight decay and `LocalObjective.prox` then apply as for a plain step.
+    """
+
+    num_blocks: Optional[int] = None
+
+    def direction(self, step: int, block: Optional[int], w: torch.Tensor, g: torch.Tensor,
+                  grad_at: GradientAt) -> torch.Tensor:
+        raise NotImplementedError
 
 
 def threshold(delta: torch.Tensor, epsilon: float) -> torch.Tensor:
@@ -101,6 +134,18 @@ class Algorithm:
     def local_objective(self, k: int, received: dict[str, torch.Tensor]) -> LocalObjective:
         return LocalObjective(anchor=received["model"])
 
+    def pre_upload(self, k: int, received: dict[str, torch.Tensor],
+                   full_gradient: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Optional first phase of a round: client k's message before local training
+        (ledger: uplink). `full_gradient(v)` is the mean data gradient over all of client k's
+        samples at v. Empty (the default): the round has one phase."""
+        return {}
+
+    def pre_aggregate(self, selected: torch.Tensor, uploads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The server's reply to the first phase, sent to every selected client (ledger:
+        downlink) and merged into what they received before local training."""
+        return {}
+
     def upload(self, k: int, w: torch.Tensor, steps: int, received: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Client k's message after `steps` local steps ended at `w` (and its state update)."""
         raise NotImplementedError
@@ -114,6 +159,10 @@ class Algorithm:
 
     def load_state_dict(self, state: dict) -> None:
         self.theta = state["theta"].clone()
+
+    def memory_bytes(self) -> int:
+        """Bytes of the server and client state the algorithm holds (its state_dict's tensors)."""
+        return sum(v.numel() * v.element_size() for v in self.state_dict().values() if torch.is_tensor(v))
 
     def client_weights(self, clients: torch.Tensor) -> torch.Tensor:
         """Averaging weights over `clients` (sum to 1) for the evaluated client means."""

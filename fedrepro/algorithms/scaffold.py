@@ -8,6 +8,8 @@ local:   K steps for every client, K = epochs * ceil(mean_k n_k / B) (not epochs
 upload:  Delta_k = y_k - x (entries |.| <= epsilon set to 0), Delta c_k = c_k+ - c_k
 client:  c_k+ = c_k - c + (x - y_k) / (K * lr)   with the undecayed lr and y_k = x + Delta_k sent
 server:  x += global_lr * mean_k Delta_k;  c += (1/m) sum_k w_k Delta c_k
+prox:    SCAFFOLD-Prox (LoSAC V-E's comparison): w <- prox_{lr Psi}(w) after every local step
+         (`prox` = fedrepro.algorithms.prox.make_prox(...)); the control variates are unchanged
 
 Two vectors cross the uplink per client and round: the ledger counts both.
 """
@@ -23,8 +25,9 @@ class Scaffold(Algorithm):
     weighted_mean = False  # FedDyn's code evaluates SCAFFOLD's client mean unweighted
 
     def __init__(self, lambda1: float = 0.0, lambda2: float = 0.0, epsilon: float = 0.0,
-                 global_lr: float = 1.0):
+                 global_lr: float = 1.0, prox=None):
         self.lambda1, self.lambda2, self.epsilon, self.global_lr = lambda1, lambda2, epsilon, global_lr
+        self.prox = prox
 
     def setup(self, fed, theta0):
         super().setup(fed, theta0)
@@ -40,7 +43,8 @@ class Scaffold(Algorithm):
 
     def local_objective(self, k, received):
         shift = received["control"] / self.size_weight[k] - self.c_clients[k]
-        return LocalObjective(anchor=received["model"], prox_mu=self.lambda2, l1=self.lambda1, linear=shift)
+        return LocalObjective(anchor=received["model"], prox_mu=self.lambda2, l1=self.lambda1, linear=shift,
+                              prox=self.prox)
 
     def upload(self, k, w, steps, received):
         x = received["model"]

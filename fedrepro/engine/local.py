@@ -8,6 +8,11 @@ partial batch). A faster executor (issue 7) keeps the same contract.
 Training augmentation (CIFAR's flip / crop) is applied per batch with its own seeded
 generator per (round, client); BatchNorm models train on a copy of the server's running
 statistics per client, returned in `last_buffers` for the round loop to aggregate.
+
+With a `LocalRule` in the objective (LoSAC's family, base.py) the step's batch is one of
+the client's M fixed blocks drawn uniformly, and the rule's direction replaces the data
+gradient; `LocalObjective.prox` is applied after every step. `full_gradient` serves the
+first phase of two-phase rounds (MimeSVRG).
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import torch
 from fedrepro.algorithms.base import LocalObjective
 from fedrepro.data.augment import augment_batch
 from fedrepro.engine.seeding import generator
+from fedrepro.errors import ConfigError
 from fedrepro.models.flat import FlatModel
 
 
@@ -38,6 +44,20 @@ def batch_schedule(n: int, batch_size: int, steps: int, g: torch.Generator, devi
     return batches[:steps]
 
 
+def block_partition(n: int, num_blocks: int, seed: int, client: int) -> list[torch.Tensor]:
+    """Client `client`'s positions 0..n-1 cut into `num_blocks` fixed blocks (sizes differ by at
+    most one): seeded by (seed, client) only, so block j holds the same samples every round."""
+    if not 1 <= num_blocks <= n:
+        raise ConfigError(f"algorithm.blocks={num_blocks} needs 1 <= blocks <= the client's sample count ({n})")
+    perm = torch.randperm(n, generator=generator(seed, "blocks", client))
+    return list(perm.tensor_split(num_blocks))
+
+
+def block_choices(num_blocks: int, steps: int, g: torch.Generator) -> list[int]:
+    """The block of each local step, uniform with replacement (SAGA's sampling)."""
+    return torch.randint(num_blocks, (steps,), generator=g).tolist()
+
+
 class SequentialExecutor:
     def __init__(self, model: FlatModel, x: torch.Tensor, y: torch.Tensor,
                  client_indices: list[torch.Tensor], *, batch_size: int, weight_decay: float,
@@ -47,6 +67,7 @@ class SequentialExecutor:
         self.batch_size, self.weight_decay, self.clip_norm = batch_size, weight_decay, clip_norm
         self.seed, self.augment = seed, augment
         self.last_buffers: torch.Tensor | None = None  # (jobs, buffer_dim) after run()
+        self._blocks: dict[tuple[int, int], list[torch.Tensor]] = {}  # (client, M) -> fixed blocks
 
     def run(self, jobs: list[ClientJob], lr: float, round: int):
         """Train each job's client; returns ((len(jobs), d) final models, (len(jobs),) mean losses)."""
@@ -59,25 +80,58 @@ class SequentialExecutor:
         self.last_buffers = buffers if self.model.buffer_dim else None
         return models, losses
 
+    def blocks(self, client: int, num_blocks: int) -> list[torch.Tensor]:
+        key = (client, num_blocks)
+        if key not in self._blocks:
+            self._blocks[key] = block_partition(len(self.client_indices[client]), num_blocks, self.seed, client)
+        return self._blocks[key]
+
+    def full_gradient(self, client: int, w: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+        """Mean data gradient over all of `client`'s samples at w (no augmentation; BatchNorm
+        in train mode on a scratch copy of the server's statistics)."""
+        idx = self.client_indices[client]
+        total = torch.zeros_like(w)
+        for rows in idx.split(chunk):
+            v = w.detach().requires_grad_(True)
+            loss = self.model.loss(v, self.x[rows], self.y[rows], self.model.buffers.clone())
+            (grad,) = torch.autograd.grad(loss, v)
+            total += grad * (len(rows) / len(idx))
+        return total
+
+    def _gradient(self, w: torch.Tensor, xb, yb, buffers):
+        w = w.detach().requires_grad_(True)
+        loss = self.model.loss(w, xb, yb, buffers)
+        (grad,) = torch.autograd.grad(loss, w)
+        return loss, grad
+
     def train_client(self, job: ClientJob, lr: float, round: int, buffers: torch.Tensor | None = None):
         """Train one client; `buffers` (its copy of the BatchNorm statistics) is updated in place."""
         idx = self.client_indices[job.client]
         g = generator(self.seed, "batches", round, job.client, device="cpu")
-        schedule = batch_schedule(len(idx), self.batch_size, job.steps, g, "cpu")
-        g_aug = generator(self.seed, "augment", round, job.client, device="cpu") if self.augment else None
         obj = job.objective
+        rule = obj.rule
+        if rule is not None and rule.num_blocks:
+            blocks = self.blocks(job.client, rule.num_blocks)
+            choices = block_choices(rule.num_blocks, job.steps, g)
+            schedule = [blocks[j] for j in choices]
+        else:
+            schedule = batch_schedule(len(idx), self.batch_size, job.steps, g, "cpu")
+            choices = [None] * len(schedule)
+        g_aug = generator(self.seed, "augment", round, job.client, device="cpu") if self.augment else None
         decay = self.weight_decay + obj.extra_decay
         w = (obj.anchor if obj.start is None else obj.start).clone()
         total = 0.0
-        for positions in schedule:
+        for step, positions in enumerate(schedule):
             rows = idx[positions.to(idx.device)]
             xb, yb = self.x[rows], self.y[rows]
             if g_aug is not None:
                 xb = augment_batch(self.augment, xb, g_aug)
-            w.requires_grad_(True)
-            loss = self.model.loss(w, xb, yb, buffers)
-            (grad,) = torch.autograd.grad(loss, w)
-            w = w.detach()
+            loss, grad = self._gradient(w, xb, yb, buffers)
+            if rule is not None:
+                # the same batch at another point; BatchNorm statistics updated once per step
+                scratch = None if buffers is None else buffers.clone()
+                grad = rule.direction(step, choices[step], w, grad,
+                                      lambda v: self._gradient(v, xb, yb, scratch)[1])
             penalty = obj.gradient(w)
             if penalty is not None:
                 grad += penalty
@@ -88,6 +142,8 @@ class SequentialExecutor:
             if decay:
                 grad += decay * w
             w -= lr * grad
+            if obj.prox is not None:
+                w = obj.prox(w, lr)
             total += loss.item()
         mean_loss = total / max(len(schedule), 1)
         return w, (mean_loss if math.isfinite(mean_loss) else float("nan"))

@@ -5,6 +5,10 @@ executor, uploads (uplink through the ledger), server aggregation, and every
 `eval_every` rounds an evaluation of three models: the server model, the mean of every
 client's latest model (never-sampled clients still hold the initial model, as FedDyn
 reports) and the mean of this round's selected clients' models.
+
+An algorithm with a first phase (`pre_upload`, MimeSVRG) gets it between the broadcast and
+local training: each selected client's message goes up (ledger: uplink), the server's reply
+goes down to each of them (ledger: downlink) and joins what they received.
 """
 from __future__ import annotations
 
@@ -79,6 +83,7 @@ class RoundLoop:
         for k in selected.tolist():
             for name, message in received.items():
                 self.ledger.record("down", k, name, message)
+        received = self.first_phase(selected, received)
         equal_steps = self.eff.steps_for(math.ceil(float(self.client_sizes.mean())), s.batch_size)
         jobs = []
         for k in selected.tolist():
@@ -104,6 +109,22 @@ class RoundLoop:
         if (t + 1) % self.eff.eval_every == 0 or t + 1 == self.eff.rounds:
             row.update(self.evaluate(t + 1, selected, models))
         return row
+
+    def first_phase(self, selected: torch.Tensor, received: dict) -> dict:
+        """Two-phase rounds: messages before local training (none for one-phase algorithms)."""
+        alg, sent = self.algorithm, {}
+        for k in selected.tolist():
+            full_gradient = (lambda w, k=k: self.executor.full_gradient(k, w))
+            for name, message in alg.pre_upload(k, received, full_gradient).items():
+                self.ledger.record("up", k, name, message)
+                sent.setdefault(name, []).append(message)
+        if not sent:
+            return received
+        reply = alg.pre_aggregate(selected, {name: torch.stack(v) for name, v in sent.items()})
+        for k in selected.tolist():
+            for name, message in reply.items():
+                self.ledger.record("down", k, name, message)
+        return {**received, **reply}
 
     # -- evaluation -------------------------------------------------------------------------
     def evaluate(self, round: int, selected: Optional[torch.Tensor] = None,
