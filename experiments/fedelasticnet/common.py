@@ -156,6 +156,13 @@ def setting_notes(datasets: list[str], participation: str, profile: str) -> list
         if dataset_reason(d) is None:
             notes.append(f"setting {d}: {' '.join(SETTINGS['datasets'][d]['run'])} participation={participation}; "
                          "lambda1/lambda2/epsilon from Table 5 (see table5)")
+    cap = OmegaConf.load(CONF_DIR / "profile" / f"{profile}.yaml").get("max_rounds")
+    for d in datasets:
+        rounds = next((int(o.split("=")[1]) for o in SETTINGS["datasets"][d]["run"]
+                       if o.startswith("train.rounds=")), None)
+        if dataset_reason(d) is None and cap and rounds and rounds > cap:
+            notes.append(f"{d}: profile={profile} runs {cap} of the paper's {rounds} rounds, so cumulative "
+                         f"counts are about {cap / rounds:.2g} of the paper's (claims skip the comparison)")
     caps = extra_caps(participation, profile)
     if caps:
         notes.append(f"extra caps at profile=quick and 100 % participation: {' '.join(caps)} "

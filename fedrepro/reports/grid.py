@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Optional
 
 import pandas as pd
@@ -53,6 +54,14 @@ def _run_one(overrides: list[str], threads: int):
         return run_experiment(compose_config(overrides), quiet=True)
     except FedreproError as exc:
         return f"{type(exc).__name__}: {exc}"
+
+
+def _configured_rounds(folder) -> Optional[int]:
+    """train.rounds of a run (the paper's count before the profile's cap), from its config.yaml."""
+    from omegaconf import OmegaConf
+
+    path = Path(folder) / "config.yaml"
+    return int(OmegaConf.load(path).train.rounds) if path.exists() else None
 
 
 def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: int,
@@ -111,9 +120,11 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
         values = [metric(r) for r in runs] if status == "ok" else []
         mean, lo, hi = mean_interval(values) if values else (float("nan"),) * 3
         first = runs[0].summary if runs else {}
+        rounds_set = _configured_rounds(runs[0].folder) if runs else None
         rows.append({**base, "ours_mean": mean, "ours_lo": lo, "ours_hi": hi, "status": status,
                      "reason": reason, "n_seeds": len(values),
                      "seeds": ",".join(str(r.summary["seed"]) for r in runs),
                      "data": first.get("data_source", ""), "dim": first.get("dim"),
+                     "rounds_run": first.get("rounds"), "rounds_set": rounds_set,
                      "client_rounds": statistics.fmean(r.summary["client_rounds"] for r in runs) if runs else None})
     return pd.DataFrame(rows), summaries
