@@ -61,7 +61,7 @@ from fedrepro.engine.loop import EvalData
 from fedrepro.engine.seeding import derive_seed, generator
 from fedrepro.metrics.ledger import Ledger
 from fedrepro.models.flat import FlatModel, build_model
-from fedrepro.run import RunResult, _loggers, _subset
+from fedrepro.run import RunResult, _loggers, evaluation_sets
 
 import lightning.pytorch as pl  # after fedrepro: its torchvision shim must load first
 
@@ -117,8 +117,7 @@ class CentralizedModule(pl.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": step, "interval": "epoch"}}
 
     def on_fit_start(self):
-        d = self.eval_data
-        self.eval_data = EvalData(*(v.to(self.device) for v in (d.x_test, d.y_test, d.x_train, d.y_train)))
+        self.eval_data = self.eval_data.to(self.device)
 
     def on_train_epoch_start(self):
         # Read here: Lightning steps epoch schedulers after the last batch, before epoch-end hooks.
@@ -169,14 +168,7 @@ def run_centralized(cfg: DictConfig, key: str, folder: Path, quiet: bool = False
     _, loggers = _loggers(cfg, folder, key)  # CSV, plus W&B offline with logger=wandb
     pl.seed_everything(cfg.seed, verbose=False)
 
-    # The same seeded evaluation subsets as a federated run of this config.
-    test_idx = _subset(len(data.y_test), eff.max_test_samples, cfg.seed, "test-subset")
-    train_idx = _subset(len(data.y_train), eff.max_train_eval_samples, cfg.seed, "train-subset")
-    eval_data = EvalData(
-        data.x_test if test_idx is None else data.x_test[test_idx],
-        data.y_test if test_idx is None else data.y_test[test_idx],
-        data.x_train if train_idx is None else data.x_train[train_idx],
-        data.y_train if train_idx is None else data.y_train[train_idx])
+    eval_data = evaluation_sets(cfg, data)  # the same seeded subsets as a federated run
     flat, theta0 = build_model(cfg.model, tuple(data.x_train.shape[1:]), data.num_classes,
                                seed=derive_seed(cfg.seed, "init"))
     batches = DataLoader(TensorDataset(data.x_train, data.y_train), batch_size=t.batch_size,

@@ -72,6 +72,18 @@ def client_partition(cfg: DictConfig, data) -> list:
                           sorted_fraction=s.sorted_fraction)
 
 
+def evaluation_sets(cfg: DictConfig, data) -> EvalData:
+    """The test set and the training-loss set a run evaluates on: the profile's seeded subsets
+    (federated runs, the centralized baseline and experiment loops share them)."""
+    eff = effective(cfg)
+    test_idx = _subset(len(data.y_test), eff.max_test_samples, cfg.seed, "test-subset")
+    train_idx = _subset(len(data.y_train), eff.max_train_eval_samples, cfg.seed, "train-subset")
+    return EvalData(data.x_test if test_idx is None else data.x_test[test_idx],
+                    data.y_test if test_idx is None else data.y_test[test_idx],
+                    data.x_train if train_idx is None else data.x_train[train_idx],
+                    data.y_train if train_idx is None else data.y_train[train_idx])
+
+
 def _loggers(cfg: DictConfig, folder: Path, key: str):
     from lightning.fabric.loggers import CSVLogger
 
@@ -126,14 +138,7 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     device = fabric.device
 
     x_train, y_train = data.x_train.to(device), data.y_train.to(device)
-    test_idx = _subset(len(data.y_test), eff.max_test_samples, cfg.seed, "test-subset")
-    train_idx = _subset(len(data.y_train), eff.max_train_eval_samples, cfg.seed, "train-subset")
-    x_test = data.x_test if test_idx is None else data.x_test[test_idx]
-    y_test = data.y_test if test_idx is None else data.y_test[test_idx]
-    eval_data = EvalData(
-        x_test.to(device), y_test.to(device),
-        x_train if train_idx is None else x_train[train_idx.to(device)],
-        y_train if train_idx is None else y_train[train_idx.to(device)])
+    eval_data = evaluation_sets(cfg, data).to(device)
 
     model, theta0 = build_model(cfg.model, tuple(data.x_train.shape[1:]), data.num_classes,
                                 seed=derive_seed(cfg.seed, "init"))

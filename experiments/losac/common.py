@@ -23,11 +23,11 @@ from fedrepro.config import Effective, effective, validate
 from fedrepro.data.common import DatasetTensors
 from fedrepro.data.loaders import dataset_options, load_dataset
 from fedrepro.engine.local import SequentialExecutor
-from fedrepro.engine.loop import EvalData, RoundLoop, Schedule
+from fedrepro.engine.loop import RoundLoop, Schedule
 from fedrepro.engine.seeding import derive_seed
 from fedrepro.metrics.ledger import Ledger
 from fedrepro.models.flat import FlatModel, build_model
-from fedrepro.run import _subset, client_partition
+from fedrepro.run import client_partition, evaluation_sets
 
 
 @dataclass
@@ -56,13 +56,7 @@ def build_loop(cfg, data: Optional[DatasetTensors] = None, ledger_class: type = 
     eff = effective(cfg)
     data = data if data is not None else load_data(cfg)
     parts = client_partition(cfg, data)
-    test_idx = _subset(len(data.y_test), eff.max_test_samples, cfg.seed, "test-subset")
-    train_idx = _subset(len(data.y_train), eff.max_train_eval_samples, cfg.seed, "train-subset")
-    eval_data = EvalData(
-        data.x_test if test_idx is None else data.x_test[test_idx],
-        data.y_test if test_idx is None else data.y_test[test_idx],
-        data.x_train if train_idx is None else data.x_train[train_idx],
-        data.y_train if train_idx is None else data.y_train[train_idx])
+    eval_data = evaluation_sets(cfg, data)
     model, theta0 = build_model(cfg.model, tuple(data.x_train.shape[1:]), data.num_classes,
                                 seed=derive_seed(cfg.seed, "init"))
     indices = [torch.as_tensor(p, dtype=torch.long) for p in parts]

@@ -35,6 +35,9 @@ class EvalData:
     x_train: torch.Tensor  # the training-loss subset
     y_train: torch.Tensor
 
+    def to(self, device) -> "EvalData":
+        return EvalData(*(v.to(device) for v in (self.x_test, self.y_test, self.x_train, self.y_train)))
+
 
 @dataclass
 class Schedule:

@@ -41,6 +41,23 @@ def load_claims() -> pd.DataFrame:
     return read_reference_csv("claims")
 
 
+def verdict_of(results: list, statement: str, *, undecided_why: str = "", undecided_name: str = "undecided",
+          notes: tuple = ()) -> tuple[str, str]:
+    """The verdict over per-item results (label, True | False | None, text): any False fails,
+    else any None leaves the claim "not evaluated", else it holds. The text leads with the
+    count and lists the items of each group, then the non-empty `notes`."""
+    groups = {key: [f"{lab} ({text})" for lab, out, text in results if out is key] for key in (True, False, None)}
+    verdict = "fails" if groups[False] else "not evaluated" if groups[None] else "holds"
+    head = f"{statement}: holds in {len(groups[True])} of {len(results)} evaluated"
+    if groups[None]:
+        head += f", {undecided_why + ' leaves ' if undecided_why else ''}{len(groups[None])} undecided"
+    if verdict == "not evaluated":
+        head = "undetermined: " + head
+    lines = [head] + [f"{name}: " + "; ".join(groups[key])
+                      for name, key in (("fails", False), (undecided_name, None), ("holds", True)) if groups[key]]
+    return verdict, "\n".join(lines + [n for n in notes if n])
+
+
 def evaluate_claims(claim_ids: list[str], ours: pd.DataFrame) -> pd.DataFrame:
     """One row per claim: claim_id, claim, verdict, detail (lines separated by newlines)."""
     claims = load_claims().set_index("claim_id")

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 import pandas as pd
 
 from fedrepro.metrics.targets import Count, gain
-from fedrepro.reports.claims import register
+from fedrepro.reports.claims import register, verdict_of
 
 ALL = ("feddyn", "scaffold", "fedavg", "fedprox")
 BASELINES = ALL[1:]
@@ -144,16 +144,7 @@ def every(results: list, statement: str, *, expected: int, need: str, reasons: s
     missing = _missing_line(expected, len(results), need, reasons)
     if not results:
         return "not evaluated", missing or f"nothing in the scope ({need})"
-    groups = {key: [f"{lab} ({text})" for lab, out, text in results if out is key] for key in (True, False, None)}
-    verdict = "fails" if groups[False] else "not evaluated" if groups[None] else "holds"
-    head = f"{statement}: holds in {len(groups[True])} of {len(results)} evaluated"
-    if groups[None]:
-        head += f", censoring leaves {len(groups[None])} undecided"
-    if verdict == "not evaluated":
-        head = "undetermined: " + head
-    lines = [head] + [f"{name}: " + "; ".join(groups[key])
-                      for name, key in (("fails", False), ("undetermined", None), ("holds", True)) if groups[key]]
-    return verdict, "\n".join(lines + ([missing] if missing else []))
+    return verdict_of(results, statement, undecided_why="censoring", undecided_name="undetermined", notes=(missing,))
 
 
 def tally(results: list, statement: str, rule: Callable[[int, int], bool], *, expected: int, need: str,

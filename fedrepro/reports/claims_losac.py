@@ -32,7 +32,7 @@ from typing import Callable, Optional
 import pandas as pd
 
 from fedrepro.metrics.targets import Count, gain
-from fedrepro.reports.claims import register
+from fedrepro.reports.claims import register, verdict_of
 
 DATASETS = ("mnist", "har", "esr")
 MS, TS = (2, 3, 5), (2, 4, 6)
@@ -57,16 +57,7 @@ def every(results: list, statement: str, *, expected: int, reasons: str = "", ex
     missing = _missing(expected, len(results), reasons)
     if not results:
         return "not evaluated", "nothing in the scope was run" + (f" ({missing})" if missing else "")
-    groups = {k: [f"{lab} ({text})" for lab, out, text in results if out is k] for k in (True, False, None)}
-    verdict = "fails" if groups[False] else "not evaluated" if groups[None] else "holds"
-    head = f"{statement}: holds in {len(groups[True])} of {len(results)} evaluated"
-    if groups[None]:
-        head += f", {len(groups[None])} undecided"
-    if verdict == "not evaluated":
-        head = "undetermined: " + head
-    lines = [head] + [f"{name}: " + "; ".join(groups[k])
-                      for name, k in (("fails", False), ("undecided", None), ("holds", True)) if groups[k]]
-    return verdict, "\n".join(lines + [x for x in (extra, missing) if x])
+    return verdict_of(results, statement, notes=(extra, missing))
 
 
 def at_least(results: list, k: int, n: int, statement: str, *, reasons: str = "") -> tuple[str, str]:
