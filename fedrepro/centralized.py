@@ -6,8 +6,8 @@ FedDyn (Sec. 3, App. A.2) reports centralized accuracies as the ceiling of its f
 targets (MNIST 98.4 with lr 0.1, 150 epochs, lr halved every 50). Here the baseline is a plain
 `LightningModule` fitted by a Lightning `Trainer` on the whole training set:
 
-* the model and its seeded initialization are the federated runs' (`build_model(...,
-  seed=derive_seed(seed, "init"))`), and so is the loss (FlatModel's batch mean, applied to the
+* the model and its seeded initialization are the federated runs' (`model_for`:
+  seed derive_seed(seed, "init")), and so is the loss (FlatModel's batch mean, applied to the
   module's outputs by `FlatModel.output_loss`, calling the module directly: ~40 % faster than
   functional_call on a flat vector);
 * plain SGD (no momentum), lr = `train.lr`, weight decay `train.weight_decay`, batch
@@ -55,12 +55,12 @@ from torch.utils.data import DataLoader, TensorDataset
 from fedrepro import store
 from fedrepro.config import effective
 from fedrepro.data.augment import augment_batch
-from fedrepro.data.loaders import dataset_options, load_dataset
+from fedrepro.data.loaders import dataset_for
 from fedrepro.engine.evaluate import evaluate
 from fedrepro.engine.loop import EvalData
-from fedrepro.engine.seeding import derive_seed, generator
+from fedrepro.engine.seeding import generator
 from fedrepro.metrics.ledger import Ledger
-from fedrepro.models.flat import FlatModel, build_model
+from fedrepro.models.flat import FlatModel, model_for
 from fedrepro.run import RunResult, _loggers, evaluation_sets
 
 import lightning.pytorch as pl  # after fedrepro: its torchvision shim must load first
@@ -160,8 +160,7 @@ def run_centralized(cfg: DictConfig, key: str, folder: Path, quiet: bool = False
     t = cfg.train
     epochs = centralized_epochs(cfg)
     t0 = time.perf_counter()
-    data = load_dataset(cfg.dataset.name, cfg.data_root, download=cfg.dataset.download,
-                        options=dataset_options(cfg.dataset))
+    data = dataset_for(cfg)
     folder.mkdir(parents=True, exist_ok=True)
     store.write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     (folder / "metrics.csv").unlink(missing_ok=True)  # left by an unfinished earlier attempt
@@ -169,8 +168,7 @@ def run_centralized(cfg: DictConfig, key: str, folder: Path, quiet: bool = False
     pl.seed_everything(cfg.seed, verbose=False)
 
     eval_data = evaluation_sets(cfg, data)  # the same seeded subsets as a federated run
-    flat, theta0 = build_model(cfg.model, tuple(data.x_train.shape[1:]), data.num_classes,
-                               seed=derive_seed(cfg.seed, "init"))
+    flat, theta0 = model_for(cfg, data)
     batches = DataLoader(TensorDataset(data.x_train, data.y_train), batch_size=t.batch_size,
                          shuffle=True, generator=generator(cfg.seed, "centralized-batches"))
 

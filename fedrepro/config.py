@@ -326,8 +326,8 @@ CHOICES = {
 ALGORITHM_CHOICES = {
     "transmit": ("model", "update"),
     "server": ("act", "all"),
-    "scaling": ("consistent", "literal"),  # = fedrepro.algorithms.losac.SCALINGS
-    "prox": ("none", "l1", "nuclear"),  # = fedrepro.algorithms.prox.PROX_KINDS
+    "scaling": ("consistent", "literal"),  # LoSAC / FedSaga (docs/losac.md)
+    "prox": ("none", "l1", "nuclear"),  # the proximal operators of fedrepro/algorithms/prox.py
 }
 
 

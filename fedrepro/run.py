@@ -15,14 +15,14 @@ from omegaconf import DictConfig, OmegaConf
 from fedrepro import store
 from fedrepro.algorithms import Federation, build_algorithm
 from fedrepro.config import effective, run_key, validate
-from fedrepro.data.loaders import dataset_options, load_dataset
+from fedrepro.data.loaders import dataset_for
 from fedrepro.data.partition import make_partition, partition_summary
 from fedrepro.engine.local import SequentialExecutor
 from fedrepro.engine.loop import EvalData, RoundLoop, Schedule
 from fedrepro.engine.seeding import derive_seed, generator
 from fedrepro.errors import ConfigError, DivergenceError
 from fedrepro.metrics.ledger import Ledger
-from fedrepro.models.flat import build_model
+from fedrepro.models.flat import model_for
 
 
 # The run folder holds more than the CSV; metrics.csv itself is managed below (resume).
@@ -124,8 +124,7 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
 
     eff = effective(cfg)
     t0 = time.perf_counter()
-    data = load_dataset(cfg.dataset.name, cfg.data_root, download=cfg.dataset.download,
-                        options=dataset_options(cfg.dataset))
+    data = dataset_for(cfg)
     parts = client_partition(cfg, data)
     folder.mkdir(parents=True, exist_ok=True)
     store.write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
@@ -140,8 +139,7 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     x_train, y_train = data.x_train.to(device), data.y_train.to(device)
     eval_data = evaluation_sets(cfg, data).to(device)
 
-    model, theta0 = build_model(cfg.model, tuple(data.x_train.shape[1:]), data.num_classes,
-                                seed=derive_seed(cfg.seed, "init"))
+    model, theta0 = model_for(cfg, data)
     model.module.to(device)
     model.buffers = model.buffers.to(device)
     theta0 = theta0.to(device)

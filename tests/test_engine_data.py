@@ -94,8 +94,8 @@ def test_natural_split_uses_the_generators_devices(results):
     assert r.summary["status"] == "finished"
     import json
     part = json.loads((r.folder / "partition.json").read_text())
-    from fedrepro.data.loaders import dataset_options, load_dataset
-    data = load_dataset("synthetic_feddyn", cfg.data_root, options=dataset_options(cfg.dataset))
+    from fedrepro.data.loaders import dataset_for
+    data = dataset_for(cfg)
     assert part["sizes"] == [len(c) for c in data.natural_clients] and len(set(part["sizes"])) > 1
 
 

@@ -1,7 +1,6 @@
 """FedDyn Figure 3: classes holding 40 / 60 / 80 % of each device's data."""
 import os
 
-import numpy as np
 import pytest
 
 from experiments.feddyn import fig3

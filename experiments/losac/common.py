@@ -21,12 +21,11 @@ import fedrepro  # noqa: F401  (torchvision shim first)
 from fedrepro.algorithms import Algorithm, Federation, build_algorithm
 from fedrepro.config import Effective, effective, validate
 from fedrepro.data.common import DatasetTensors
-from fedrepro.data.loaders import dataset_options, load_dataset
+from fedrepro.data.loaders import dataset_for
 from fedrepro.engine.local import SequentialExecutor
 from fedrepro.engine.loop import RoundLoop, Schedule
-from fedrepro.engine.seeding import derive_seed
 from fedrepro.metrics.ledger import Ledger
-from fedrepro.models.flat import FlatModel, build_model
+from fedrepro.models.flat import FlatModel, model_for
 from fedrepro.run import client_partition, evaluation_sets
 
 
@@ -43,22 +42,16 @@ class Federated:
     client_indices: list  # per client: its rows of data.x_train
 
 
-def load_data(cfg) -> DatasetTensors:
-    return load_dataset(cfg.dataset.name, cfg.data_root, download=cfg.dataset.download,
-                        options=dataset_options(cfg.dataset))
-
-
 def build_loop(cfg, data: Optional[DatasetTensors] = None, ledger_class: type = Ledger, **ledger_kw) -> Federated:
     """The RoundLoop `run_experiment` would build for `cfg` (on the CPU), on `data` when given
     (a relabelled view, e.g. Figure 6's binary MNIST), else the config's dataset. The ledger is
     `ledger_class(d, entropy=..., bin_width=..., **ledger_kw)` (a subclass may keep messages)."""
     validate(cfg)
     eff = effective(cfg)
-    data = data if data is not None else load_data(cfg)
+    data = data if data is not None else dataset_for(cfg)
     parts = client_partition(cfg, data)
     eval_data = evaluation_sets(cfg, data)
-    model, theta0 = build_model(cfg.model, tuple(data.x_train.shape[1:]), data.num_classes,
-                                seed=derive_seed(cfg.seed, "init"))
+    model, theta0 = model_for(cfg, data)
     indices = [torch.as_tensor(p, dtype=torch.long) for p in parts]
     sizes = torch.tensor([len(p) for p in parts], dtype=torch.float32)
     algorithm = build_algorithm(cfg.algorithm)

@@ -27,7 +27,8 @@ import torch
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import build_loop, figure_dir, load_data, missing_reason, parser, write_claims
+from experiments.losac.common import build_loop, figure_dir, missing_reason, parser, write_claims
+from fedrepro.data.loaders import dataset_for
 from fedrepro.attacks.dlg import averaged_gradient, dlg_attack
 from fedrepro.config import compose_config, effective
 from fedrepro.errors import DivergenceError
@@ -155,7 +156,7 @@ def main(argv=None) -> int:
         data = None
         if reason is None:
             cfg = compose_config([*recipe.overrides("fedavg"), f"data_root={args.data_root}"])
-            data = binary_view(load_data(cfg), d)
+            data = binary_view(dataset_for(cfg), d)
         for alg in settings.FIG6_ALGORITHMS:
             base = {"dataset": d, "algorithm": alg, "dataset_key": d, "algorithm_key": alg}
             if data is None:

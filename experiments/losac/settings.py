@@ -41,8 +41,21 @@ def loader_name(dataset: str) -> str:
     return DATASETS[dataset][0].split("=", 1)[1]
 
 
+class _SummedStep:
+    """The paper's step size for losses summed over a client's n_i samples, as our batch-mean
+    lr (module docstring): needs `dataset`, `num_clients`, `eta_paper`."""
+
+    @property
+    def n_i(self) -> float:
+        return TRAIN_SIZES[self.dataset] / self.num_clients
+
+    @property
+    def lr(self) -> float:
+        return float(f"{self.n_i * self.eta_paper:.6g}")
+
+
 @dataclass(frozen=True)
-class Table2Recipe:
+class Table2Recipe(_SummedStep):
     """One dataset of Table II: what every (method, M, T) cell runs with."""
 
     dataset: str
@@ -52,14 +65,6 @@ class Table2Recipe:
     eta_paper: float = 1e-4  # Sec. V-C
     checkpoint_every: int = 250  # LoSAC's y table is in each checkpoint (160-400 MB for MNIST)
     assumed: list = field(default_factory=list)
-
-    @property
-    def n_i(self) -> float:
-        return TRAIN_SIZES[self.dataset] / self.num_clients
-
-    @property
-    def lr(self) -> float:
-        return float(f"{self.n_i * self.eta_paper:.6g}")
 
     def batch_size(self, m: int) -> int:
         return math.ceil(self.n_i / m)
@@ -107,7 +112,7 @@ FIG6_LABELS = {"dsgd": "DSGD", "mimesvrg": "MimeSVRG", "fedavg": "FedAvg", "scaf
 
 
 @dataclass(frozen=True)
-class DLGRecipe:
+class DLGRecipe(_SummedStep):
     """One dataset of Figure 6 (Sec. V-D)."""
 
     dataset: str
@@ -121,13 +126,6 @@ class DLGRecipe:
     iterations: int = 100  # GD iterations of the attack
     eta_d: float = 1e-3  # the attack's GD step
 
-    @property
-    def n_i(self) -> float:
-        return TRAIN_SIZES[self.dataset] / self.num_clients
-
-    @property
-    def lr(self) -> float:
-        return float(f"{self.n_i * self.eta_paper:.6g}")
 
     def overrides(self, algorithm: str) -> list[str]:
         batch = math.ceil(self.n_i)  # M = 1: every local step uses all the client's data

@@ -11,8 +11,6 @@ server:  x = mean of every client's z_k (server=all, "FedSplit All") or of the r
 """
 from __future__ import annotations
 
-import torch
-
 from fedrepro.algorithms.base import Algorithm, LocalObjective
 
 

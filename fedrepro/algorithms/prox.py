@@ -19,9 +19,10 @@ from typing import Callable
 
 import torch
 
+from fedrepro.config import ALGORITHM_CHOICES
 from fedrepro.errors import ConfigError
 
-PROX_KINDS = ("none", "l1", "nuclear")
+PROX_KINDS = ALGORITHM_CHOICES["prox"]  # none | l1 | nuclear
 
 ProxFn = Callable[[torch.Tensor, float], torch.Tensor]
 

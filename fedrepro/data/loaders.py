@@ -14,11 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from fedrepro.data.common import (IDX_IMAGES, IDX_LABELS, DatasetTensors, check_md5,  # noqa: F401
-                                  file_md5, normalize_flat, read_idx_gz)
-from fedrepro.data.mnist import (MNIST_MEAN, MNIST_STD, read_mnist5k_csv,  # noqa: F401
-                                 read_mnist_split, stratified_holdout)
-from fedrepro.errors import ConfigError, DataError
+from fedrepro.data.common import DatasetTensors
+from fedrepro.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -73,6 +70,12 @@ def unavailable(name: str, data_root: str | Path, options: Optional[dict[str, An
     if not missing:
         return None
     return f"data not here: {', '.join(str(m) for m in missing)}"
+
+
+def dataset_for(cfg) -> DatasetTensors:
+    """The dataset a run config names, with its options, from its data_root."""
+    return load_dataset(cfg.dataset.name, cfg.data_root, download=cfg.dataset.download,
+                        options=dataset_options(cfg.dataset))
 
 
 def default_data_root() -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedrepro.data.common import (IDX_IMAGES, IDX_LABELS, DatasetTensors, check_md5, labels_tensor,
+from fedrepro.data.common import (IDX_IMAGES, IDX_LABELS, DatasetTensors, labels_tensor,
                                   normalize_flat, read_idx_gz)
 from fedrepro.errors import DataError
 

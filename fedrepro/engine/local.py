@@ -92,9 +92,7 @@ class SequentialExecutor:
         idx = self.client_indices[client]
         total = torch.zeros_like(w)
         for rows in idx.split(chunk):
-            v = w.detach().requires_grad_(True)
-            loss = self.model.loss(v, self.x[rows], self.y[rows], self.model.buffers.clone())
-            (grad,) = torch.autograd.grad(loss, v)
+            _, grad = self._gradient(w, self.x[rows], self.y[rows], self.model.buffers.clone())
             total += grad * (len(rows) / len(idx))
         return total
 
@@ -128,10 +126,10 @@ class SequentialExecutor:
                 xb = augment_batch(self.augment, xb, g_aug)
             loss, grad = self._gradient(w, xb, yb, buffers)
             if rule is not None:
-                # the same batch at another point; BatchNorm statistics updated once per step
-                scratch = None if buffers is None else buffers.clone()
-                grad = rule.direction(step, choices[step], w, grad,
-                                      lambda v: self._gradient(v, xb, yb, scratch)[1])
+                # the same batch at another point, on a scratch copy of the BatchNorm statistics
+                # (updated once per step); only rules that call grad_at pay for it
+                grad = rule.direction(step, choices[step], w, grad, lambda v: self._gradient(
+                    v, xb, yb, None if buffers is None else buffers.clone())[1])
             penalty = obj.gradient(w)
             if penalty is not None:
                 grad += penalty

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 import pandas as pd
 
@@ -98,6 +99,15 @@ def models_to_target(metrics: pd.DataFrame, target: float, column: str = "all_te
 def mean_count(counts: list[Count]) -> Count:
     """Mean over seeds; censored (a lower bound) when any seed is."""
     return Count(sum(c.value for c in counts) / len(counts), any(c.censored for c in counts))
+
+
+def fewer(a: Count, b: Count, scale: float = 1.0, strict: bool = True) -> Optional[bool]:
+    """a < scale * b (<= when not strict); censored = larger than any finite; None: both censored."""
+    if a.censored and b.censored:
+        return None
+    if a.censored or b.censored:
+        return b.censored
+    return a.value < scale * b.value if strict else a.value <= scale * b.value
 
 
 def gain(baseline: Count, method: Count) -> Gain:

@@ -121,7 +121,7 @@ IMAGE_MODELS = {"cnn_cifar": (3, 32, 32), "resnet18_gn": (3, 32, 32), "resnet18"
                 "resnet56": (3, 32, 32), "densenet121": (3, 32, 32), "mobilenet": (3, 32, 32)}
 
 
-def _module(cfg, in_shape: tuple[int, ...], num_classes: int) -> tuple[nn.Module, str]:
+def _module(cfg, in_shape: tuple[int, ...], num_classes: int, token_inputs: bool) -> tuple[nn.Module, str]:
     name, in_dim = cfg.name, math.prod(in_shape)
     if name in IMAGE_MODELS and tuple(in_shape) != IMAGE_MODELS[name]:
         raise ConfigError(f"model={name} needs {IMAGE_MODELS[name]} images (dataset=cifar10 or cifar100); "
@@ -138,7 +138,7 @@ def _module(cfg, in_shape: tuple[int, ...], num_classes: int) -> tuple[nn.Module
         from fedrepro.models.cnn import cifar_cnn
         return cifar_cnn(num_classes), "cross_entropy"
     if name == "lstm":
-        if len(in_shape) != 1:
+        if len(in_shape) != 1 or not token_inputs:
             raise ConfigError(f"model=lstm reads sequences of character ids (dataset=shakespeare); "
                               f"this dataset gives inputs of shape {tuple(in_shape)}")
         from fedrepro.models.lstm import shakespeare_lstm
@@ -159,10 +159,21 @@ def _module(cfg, in_shape: tuple[int, ...], num_classes: int) -> tuple[nn.Module
     raise ConfigError(f"model.name={name!r} is unknown; see conf/model/ for the choices")
 
 
-def build_model(cfg, in_shape: tuple[int, ...], num_classes: int, seed: int) -> tuple[FlatModel, torch.Tensor]:
-    """The model named by `cfg` (a ModelConfig) and its seeded initial flat vector."""
+def model_for(cfg, data) -> tuple[FlatModel, torch.Tensor]:
+    """`build_model` for a run config and its loaded dataset (DatasetTensors), seeded as every
+    run of that config (federated, centralized, experiment loops) is."""
+    from fedrepro.engine.seeding import derive_seed
+
+    return build_model(cfg.model, tuple(data.x_train.shape[1:]), data.num_classes,
+                       seed=derive_seed(cfg.seed, "init"), token_inputs=not data.x_train.is_floating_point())
+
+
+def build_model(cfg, in_shape: tuple[int, ...], num_classes: int, seed: int,
+                token_inputs: bool = False) -> tuple[FlatModel, torch.Tensor]:
+    """The model named by `cfg` (a ModelConfig) and its seeded initial flat vector;
+    `token_inputs`: the inputs are integer ids (text), which only the LSTM reads."""
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        module, loss = _module(cfg, in_shape, num_classes)
+        module, loss = _module(cfg, in_shape, num_classes, token_inputs)
         flat = FlatModel(module, loss=loss)
         return flat, flat.flatten_module()

@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import pandas as pd
 
-from fedrepro.metrics.targets import Count, gain
+from fedrepro.metrics.targets import Count, fewer, gain
 from fedrepro.reports.claims import register, verdict_of
 
 ALL = ("feddyn", "scaffold", "fedavg", "fedprox")
@@ -29,15 +29,6 @@ Interval = tuple  # (lo, hi) bounds of a gain
 
 # ---------------------------------------------------------------------------------------------
 # Comparisons under censoring
-
-
-def fewer(a: Count, b: Count, scale: float = 1.0, strict: bool = True) -> Optional[bool]:
-    """a < scale * b (a <= ... when not strict); censored = larger than any finite; None: both censored."""
-    if a.censored and b.censored:
-        return None
-    if a.censored or b.censored:
-        return b.censored
-    return a.value < scale * b.value if strict else a.value <= scale * b.value
 
 
 def greater(a: Interval, b: Interval) -> Optional[bool]:

@@ -31,7 +31,7 @@ from typing import Callable, Optional
 
 import pandas as pd
 
-from fedrepro.metrics.targets import Count, gain
+from fedrepro.metrics.targets import Count, fewer, gain
 from fedrepro.reports.claims import register, verdict_of
 
 DATASETS = ("mnist", "har", "esr")
@@ -78,15 +78,6 @@ def combine(*parts: tuple[str, str]) -> tuple[str, str]:
     verdicts = [v for v, _ in parts]
     verdict = "fails" if "fails" in verdicts else "not evaluated" if "not evaluated" in verdicts else "holds"
     return verdict, "\n".join(d for _, d in parts)
-
-
-def fewer(a: Count, b: Count, scale: float = 1.0, strict: bool = True) -> Optional[bool]:
-    """a < scale * b (<= when not strict); censored = larger than any finite; None: both censored."""
-    if a.censored and b.censored:
-        return None
-    if a.censored or b.censored:
-        return b.censored
-    return a.value < scale * b.value if strict else a.value <= scale * b.value
 
 
 def bounds(scaffold: Count, losac: Count) -> tuple[float, float]:
