@@ -29,7 +29,14 @@ def main(cfg: DictConfig) -> None:
     print(f"[fedrepro] test accuracy: all-clients mean {final.get('all_test_acc', float('nan')):.4f}, "
           f"server {final.get('server_test_acc', float('nan')):.4f}; "
           f"uploaded {final.get('cum_up_nonzeros', 0):.4g} nonzeros, {final.get('cum_up_entropy', 0):.2f} bits/symbol summed")
-    for name in ("metrics.csv", "accuracy.png", "summary.json"):
+    attack = s.get("attack")
+    if attack is not None:
+        detail = (f"||D_hat - D||_F {attack['initial_distance']:.6g} -> {attack['final_distance']:.6g} "
+                  f"on client {attack['client']}'s round-{attack['round']} upload"
+                  if attack["status"] == "ok" else attack["reason"])
+        print(f"[fedrepro] attack {cfg.attack.name}: {attack['status']}: {detail}")
+    names = ("metrics.csv", "accuracy.png", "summary.json") + (("attack.json",) if attack else ())
+    for name in names:
         print(f"[fedrepro] {name:13s} {result.folder / name}")
     if s["status"] != "finished":
         print(f"fedrepro: warning: {s['error']}", file=sys.stderr)

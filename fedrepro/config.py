@@ -20,6 +20,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 
+from fedrepro.attacks.dlg import INITS, LABEL_MODES, LOSS_SCALES
 from fedrepro.errors import ConfigError
 
 
@@ -294,6 +295,22 @@ class CentralizedConfig(AlgorithmConfig):
 
 
 @dataclass
+class AttackConfig:
+    """An attack on one client's upload during the run (fedrepro/attacks/upload.py). The defaults
+    are LoSAC Sec. V-D's DLG: client 1's round-5 upload, 100 GD steps of eta_d = 1e-3."""
+
+    name: str = "none"  # none | dlg
+    client: int = 0  # the attacked client's index (0-based)
+    round: int = 5  # 1-based; the client's first upload in this round or later is attacked
+    iterations: int = 100
+    lr: float = 1.0e-3  # eta_d, the attacker's gradient-descent step
+    label_mode: str = "known"  # known | infer (iDLG, one sample) | soft | auto (dlg_attack)
+    loss_scale: str = "mean"  # the dummy loss: batch mean (what our clients use) | sum
+    init: str = "normal"  # the dummy data's start: normal | uniform | zeros (seeded by `seed`)
+    dtype: str = "float64"  # float64: the distance moves by ~1e-6 of itself at the paper's eta_d
+
+
+@dataclass
 class TrainConfig:
     """Local training and the round loop (defaults: FedDyn's MNIST, 10 % participation)."""
 
@@ -327,6 +344,7 @@ class Config:
     algorithm: AlgorithmConfig = MISSING
     participation: ParticipationConfig = MISSING
     compressor: CompressorConfig = MISSING
+    attack: AttackConfig = MISSING
     profile: ProfileConfig = MISSING
     logger: LoggerConfig = MISSING
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -348,6 +366,7 @@ SCHEMAS: dict[str, dict[str, type]] = {
                   "l2gd": L2GDConfig, "fedavgm": FedAvgMConfig, "fedadaptive": FedAdaptiveConfig},
     "participation": {"participation": ParticipationConfig},
     "compressor": {"compressor": CompressorConfig},
+    "attack": {"attack": AttackConfig},
     "profile": {"profile": ProfileConfig},
     "logger": {"logger": LoggerConfig},
 }
@@ -373,6 +392,11 @@ CHOICES = {
     "compressor.error_feedback": FEEDBACK_CHOICES,
     "compressor.downlink_error_feedback": FEEDBACK_CHOICES,
     "compressor.bernoulli_draw": ("vector", "coordinate"),
+    "attack.name": ("none", "dlg"),
+    "attack.label_mode": LABEL_MODES,
+    "attack.loss_scale": LOSS_SCALES,
+    "attack.init": INITS,
+    "attack.dtype": ("float64", "float32"),
     "logger.name": ("csv", "wandb"),
     "logger.wandb_mode": ("offline", "online", "disabled"),
     "train.executor": ("sequential",),
@@ -461,6 +485,7 @@ def validate(cfg: DictConfig) -> None:
         positive(f"profile.{key}", allow_none=True)
     _validate_compressor(cfg)
     _validate_l2gd_fedopt(cfg)
+    _validate_attack(cfg)
 
 
 def _everyone_takes_part(cfg: DictConfig) -> bool:
@@ -493,6 +518,25 @@ def _validate_l2gd_fedopt(cfg: DictConfig) -> None:
             raise ConfigError(f"algorithm.tau={tau} must be > 0 (the adaptivity epsilon)")
 
 
+def _validate_attack(cfg: DictConfig) -> None:
+    from fedrepro.attacks.upload import NOT_ATTACKABLE
+
+    a = cfg.attack
+    if a.name == "none":
+        return
+    if cfg.algorithm.name in NOT_ATTACKABLE:
+        raise ConfigError(f"attack={a.name} cannot attack algorithm={cfg.algorithm.name}: "
+                          f"{NOT_ATTACKABLE[cfg.algorithm.name]}; use attack=none")
+    if cfg.compressor.error_feedback == "ef21" and cfg.compressor.name != "none":
+        raise ConfigError(f"attack={a.name} with compressor.error_feedback=ef21: the wire carries increments "
+                          "of an estimate, not an update the attacker can read; use error_feedback=ef or none")
+    if not 0 <= a.client < cfg.train.num_clients:
+        raise ConfigError(f"attack.client={a.client} must be a client index in [0, {cfg.train.num_clients})")
+    if a.round < 1 or a.iterations < 0 or a.lr <= 0:
+        raise ConfigError(f"attack.round={a.round} must be >= 1, attack.iterations={a.iterations} >= 0 "
+                          f"and attack.lr={a.lr} > 0")
+
+
 def _validate_compressor(cfg: DictConfig) -> None:
     c = cfg.compressor
     if c.levels < 1:
@@ -506,10 +550,7 @@ def _validate_compressor(cfg: DictConfig) -> None:
     if c.epsilon < 0:
         raise ConfigError(f"compressor.epsilon={c.epsilon} must be >= 0")
     if c.downlink_error_feedback == "ef21" and c.downlink != "none":
-        p, m = cfg.participation, cfg.train.num_clients
-        everyone = (p.rate == 1.0 if p.mode == "bernoulli" else
-                    (p.cohort_size if p.cohort_size is not None else int(p.rate * m + 0.5)) == m)
-        if not everyone:
+        if not _everyone_takes_part(cfg):
             raise ConfigError("compressor.downlink_error_feedback=ef21 needs every client to hear every "
                               "broadcast (the clients keep the server's estimate): use participation=p100, "
                               "or downlink_error_feedback=ef / none")
@@ -571,6 +612,8 @@ def identity(cfg: DictConfig) -> dict:
     comp = data.get("compressor")
     if isinstance(comp, dict) and comp.get("name") == "none" and comp.get("downlink", "none") == "none":
         data["compressor"] = {"name": "none"}
+    if data.get("attack", {}).get("name") == "none":  # no attack: the key as before attacks existed
+        data.pop("attack")
     if isinstance(data.get("metrics"), dict) and data["metrics"].get("lossless") == MetricsConfig.lossless:
         data["metrics"].pop("lossless")
     if data["algorithm"]["name"] == "centralized":

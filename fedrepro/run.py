@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from fedrepro import store
 from fedrepro.algorithms import Federation, build_algorithm
+from fedrepro.attacks.upload import upload_attack
 from fedrepro.compression import build_channel
 from fedrepro.config import effective, run_key, validate
 from fedrepro.data.loaders import dataset_for
@@ -184,7 +185,11 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     fabric.seed_everything(cfg.seed, verbose=False)
     device = fabric.device
 
-    fed = build_federation(cfg, data, parts, device, ledger_class=ledger_class, quiet=quiet)
+    attack = upload_attack(cfg, folder, eff.rounds)
+    ledger_kw = {}
+    if attack is not None:
+        ledger_class, ledger_kw = attack.ledger_class(ledger_class), attack.ledger_kw()
+    fed = build_federation(cfg, data, parts, device, ledger_class=ledger_class, quiet=quiet, **ledger_kw)
     loop, model, algorithm = fed.loop, fed.model, fed.algorithm
     t = cfg.train
     setup_s = time.perf_counter() - t0
@@ -215,6 +220,8 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     def on_row(row: dict) -> None:
         history.append(row)
         fabric.log_dict(row, step=row["round"])
+        if attack is not None:  # before the checkpoint of this round: a resume never skips it
+            attack.after_round(fed, row)
         if progress is not None:
             progress.update(1)
             acc = next((r["all_test_acc"] for r in reversed(history) if "all_test_acc" in r), float("nan"))
@@ -252,6 +259,8 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
         "resumed_from": start_round or None,
         "device": str(device), "torch": torch.__version__,
     }
+    if attack is not None:
+        summary["attack"] = attack.finish(status, error)
     store.save_torch(folder / "model.pt", algorithm.server_model().cpu())
     _figure(folder, f"{cfg.algorithm.name} on {cfg.dataset.name}, {cfg.split.kind} split, "
                     f"{cfg.profile.name} profile, seed {cfg.seed}", history)

@@ -8,6 +8,7 @@
         summary.json     written last: its presence with status "finished" marks a done run
         model.pt         the final server model (flat vector)
         accuracy.png     test accuracy against the round
+        attack.json      attack=dlg only: the attack's record (+ attack_curve.csv)
 
 Every file is written atomically (temporary file + rename), so a killed process never
 leaves a half-written summary or checkpoint behind.

@@ -8,8 +8,8 @@ Sec. V-D: binary logistic regression, N = S = 100, M = 1; DSGD, MimeSVRG, FedAvg
 LoSAC each run 5 rounds; the attacker takes client 1's round-5 upload and the model x the
 client started that round from, and runs DLG (100 GD iterations, eta_d = 1e-3, labels known,
 docs/losac_prox_dlg.md) against the gradient the upload gives away (DSGD: its gradient;
-MimeSVRG: its first-phase full gradient at x; FedAvg, SCAFFOLD, LoSAC: (x - x_1^+) / (lr L)).
-The rounds run in this process (experiments/losac/common.py) with the same seeds as a stored
+MimeSVRG: its first-phase full gradient at x; FedAvg, SCAFFOLD, LoSAC: (x - x_1^+) / (lr L)),
+with the pieces `attack=dlg` uses in any run (fedrepro/attacks/upload.py). The rounds run in this process (experiments/losac/common.py) with the same seeds as a stored
 run of the same config; nothing goes to the results store. MNIST's binary view (label <= 5 ->
 0) is made here by relabelling; HAR and ESR use their loaders' binary views. Datasets whose
 files are not here show "not run" and the missing files. The profile caps rounds as for every
@@ -23,16 +23,15 @@ import textwrap
 import time
 
 import pandas as pd
-import torch
+from omegaconf import OmegaConf
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
 from experiments.losac.common import build_loop, figure_dir, missing_reason, parser, write_claims
 from fedrepro.data.loaders import dataset_for
-from fedrepro.attacks.dlg import averaged_gradient, dlg_attack
+from fedrepro.attacks.upload import CaptureLedger, attack_client
 from fedrepro.config import compose_config, effective
 from fedrepro.errors import DivergenceError
-from fedrepro.metrics.ledger import Ledger
 from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import evaluate_claims
 from fedrepro.reports.figures import panel_grid
@@ -41,24 +40,6 @@ from fedrepro.reports.tables import markdown_grid
 CLAIMS = ("LSC-F6-1", "LSC-F6-2")
 NAME = "losac_fig6"
 TITLES = {"mnist": "MNIST (label <= 5 -> 0)", "har": "HAR (label <= 3 -> 0)", "esr": "ESR (seizure vs rest)"}
-
-
-class Capture(Ledger):
-    """A ledger that also keeps one client's messages of one round (0-based), both directions."""
-
-    def __init__(self, *args, client: int, round: int, **kw):
-        super().__init__(*args, **kw)
-        self.client, self.round, self.current = client, round, 0
-        self.kept: dict[tuple[str, str], torch.Tensor] = {}
-
-    def record(self, direction, client, name, tensor, wire=None):
-        if client == self.client and self.current == self.round:
-            self.kept[(direction, name)] = tensor.detach().clone()
-        super().record(direction, client, name, tensor, wire=wire)
-
-    def end_round(self):
-        self.current += 1
-        return super().end_round()
 
 
 def binary_view(data, dataset: str):
@@ -70,42 +51,27 @@ def binary_view(data, dataset: str):
         source=f"{data.source}; binary view made by experiments/losac/fig6.py: label <= 5 -> 0, else 1")
 
 
-def observed_gradient(algorithm: str, kept: dict, lr: float, steps: int) -> torch.Tensor:
-    """What the attacker matches: the uploaded gradient, else the averaged local step."""
-    if algorithm == "dsgd":
-        return kept[("up", "gradient")]
-    if algorithm == "mimesvrg":
-        return kept[("up", "full_gradient")]
-    x = kept[("down", "model")]
-    return averaged_gradient(x, x + kept[("up", "delta")], lr, steps)
-
-
 def attack_one(recipe: settings.DLGRecipe, algorithm: str, data, args) -> dict:
     """Run `algorithm` to the attack round, attack client 1's upload; the curve and a summary."""
     cfg = compose_config([*recipe.overrides(algorithm), f"profile={args.profile}", "seed=0",
                           f"data_root={args.data_root}", f"results_root={args.results_root}"])
     eff = effective(cfg)
     rounds = min(recipe.attack_round, eff.rounds)
-    fed = build_loop(cfg, data=data, ledger_class=Capture, client=recipe.client, round=rounds - 1)
-    ledger = fed.loop.ledger
+    fed = build_loop(cfg, data=data, ledger_class=CaptureLedger, capture_client=recipe.client,
+                     capture_from=rounds - 1)
     for t in range(rounds):
         fed.loop.run_round(t)
-    idx = fed.client_indices[recipe.client]
-    x1, y1 = fed.data.x_train[idx], fed.data.y_train[idx]
-    steps = eff.steps_for(len(idx), cfg.train.batch_size)
-    g = observed_gradient(algorithm, ledger.kept, cfg.train.lr, steps)
-    x = ledger.kept[("down", "model")]
+    steps = fed.loop.round_steps[recipe.client]
     # float64: the distance moves by ~1e-6 of itself in 100 steps, below float32's resolution of a
     # norm over 600 x 784 entries (the dummy start is drawn in float64 from the same seed)
-    result = dlg_attack(fed.model, x.double(), g.double(), len(idx), tuple(x1.shape[1:]),
-                        target_x=x1.double(), labels=y1, label_mode="known", loss_scale="mean",
-                        iterations=recipe.iterations, lr=recipe.eta_d, seed=0, init="normal")
-    true_grad = fed.loop.executor.full_gradient(recipe.client, x)
-    return {"curve": [result.initial_distance, *result.distances], "attack_round": rounds,
-            "iterations": recipe.iterations, "samples": len(idx), "features": int(x1[0].numel()),
-            "initial_distance": result.initial_distance, "final_distance": result.distances[-1],
-            "final_grad_loss": result.final_grad_loss,
-            "upload_vs_gradient": float((g - true_grad).norm() / true_grad.norm()),
+    attack = OmegaConf.create({"iterations": recipe.iterations, "lr": recipe.eta_d, "label_mode": "known",
+                               "loss_scale": "mean", "init": "normal", "dtype": "float64"})
+    out, curve = attack_client(fed, recipe.client, fed.loop.ledger.take(rounds - 1), fed.loop.round_lr,
+                               steps, attack, seed=0)
+    return {"curve": list(curve.distance), "attack_round": rounds, "iterations": recipe.iterations,
+            "samples": out["samples"], "features": out["features"],
+            "initial_distance": out["initial_distance"], "final_distance": out["final_distance"],
+            "final_grad_loss": out["final_grad_loss"], "upload_vs_gradient": out["upload_vs_gradient"],
             "lr": cfg.train.lr, "local_steps": 1 if algorithm == "dsgd" else steps}
 
 

@@ -129,7 +129,9 @@ class RoundLoop:
         for k in selected.tolist():
             own_steps = self.eff.steps_for(int(self.client_sizes[k]), s.batch_size)
             jobs.append(ClientJob(k, alg.local_objective(k, received), alg.local_steps(k, own_steps, equal_steps)))
-        models, losses = self.executor.run(jobs, alg.local_lr(lr), t)
+        # what each client trained with this round (an attacker's side knowledge, attacks/upload.py)
+        self.round_lr, self.round_steps = alg.local_lr(lr), {job.client: job.steps for job in jobs}
+        models, losses = self.executor.run(jobs, self.round_lr, t)
         if not torch.isfinite(losses).all() or not torch.isfinite(models).all():
             raise DivergenceError(
                 f"local training diverged in round {t + 1} (non-finite loss or model): "
