@@ -325,7 +325,10 @@ class TrainConfig:
     clip_norm: Optional[float] = 10.0  # gradient clipping by global norm (null = off)
     eval_every: int = 1
     checkpoint_every: int = 10
-    executor: str = "sequential"
+    # auto: batched for the models it serves (MLP, logistic regression, no augmentation) under
+    # algorithms without per-step rules, sequential otherwise (`resolved_executor`)
+    executor: str = "auto"  # auto | sequential | batched (fedrepro/engine/batched.py)
+    processes: int = 1  # clients of a round sharded across this many processes (Lightning Fabric)
     device: str = "cpu"  # cpu | cuda | auto
 
 
@@ -399,7 +402,7 @@ CHOICES = {
     "attack.dtype": ("float64", "float32"),
     "logger.name": ("csv", "wandb"),
     "logger.wandb_mode": ("offline", "online", "disabled"),
-    "train.executor": ("sequential",),
+    "train.executor": ("auto", "sequential", "batched"),
     "train.device": ("cpu", "cuda", "auto"),
     "metrics.entropy": ("pooled", "per_client"),
     "metrics.lossless": ("zstd", "lzma", "none"),
@@ -436,7 +439,7 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"{key}={value} is invalid: it must be {bound}")
 
     for key in ("train.num_clients", "train.rounds", "train.batch_size", "train.lr",
-                "train.eval_every", "train.checkpoint_every", "metrics.bin_width"):
+                "train.eval_every", "train.checkpoint_every", "train.processes", "metrics.bin_width"):
         positive(key)
     positive("train.local_epochs", strict=False)
     positive("train.local_steps", allow_none=True)
@@ -486,6 +489,9 @@ def validate(cfg: DictConfig) -> None:
     _validate_compressor(cfg)
     _validate_l2gd_fedopt(cfg)
     _validate_attack(cfg)
+    if cfg.train.executor == "batched" and cfg.model.name not in BATCHED_MODELS:
+        raise ConfigError(f"train.executor=batched trains {', '.join(BATCHED_MODELS)} models, not "
+                          f"model={cfg.model.name}: use train.executor=auto (it picks sequential here)")
 
 
 def _everyone_takes_part(cfg: DictConfig) -> bool:
@@ -606,6 +612,11 @@ def identity(cfg: DictConfig) -> dict:
     for key in _NOT_IN_KEY:
         data.pop(key, None)
     data["train"].pop("checkpoint_every", None)
+    # how the clients are computed, not what: sharding gives the same numbers (tested); the
+    # batched executor agrees with the sequential one to float rounding only, so it is keyed
+    # (as resolved: auto's sequential runs keep the keys they had before auto existed)
+    data["train"].pop("processes", None)
+    data["train"]["executor"] = resolved_executor(cfg)
     # Keys added with compression leave the key of a run that does not use them as it was:
     # nothing compressed in either direction -> the compressor's parameters change nothing;
     # the default lossless coder only adds columns.
@@ -622,6 +633,23 @@ def identity(cfg: DictConfig) -> dict:
         for key in _TRAIN_NOT_IN_CENTRALIZED:
             data["train"].pop(key, None)
     return data
+
+
+# The models the batched executor trains (fedrepro/engine/batched.py), and the algorithms whose
+# local steps it leaves to the sequential executor (a LocalRule or a prox after every step).
+BATCHED_MODELS = ("mlp", "logistic", "binary_logistic")
+PER_STEP_RULE_ALGORITHMS = ("fedsaga", "losac", "mimesvrg", "scaffold_prox")
+AUGMENTED_DATASETS = ("cifar10", "cifar100")
+
+
+def resolved_executor(cfg: DictConfig) -> str:
+    """train.executor with `auto` decided: batched where it serves the run, else sequential."""
+    choice = cfg.train.executor
+    servable = (cfg.model.name in BATCHED_MODELS and cfg.algorithm.name not in PER_STEP_RULE_ALGORITHMS
+                and cfg.dataset.name not in AUGMENTED_DATASETS and cfg.algorithm.name != "centralized")
+    if choice == "auto":
+        return "batched" if servable else "sequential"
+    return choice
 
 
 def run_key(cfg: DictConfig) -> str:

@@ -16,10 +16,13 @@ from fedrepro import store
 from fedrepro.algorithms import Federation, build_algorithm
 from fedrepro.attacks.upload import upload_attack
 from fedrepro.compression import build_channel
-from fedrepro.config import effective, run_key, validate
+from fedrepro.config import effective, resolved_executor, run_key, validate
 from fedrepro.data.loaders import dataset_for
 from fedrepro.data.partition import make_partition, partition_summary
+from fedrepro.engine.batched import BatchedExecutor
 from fedrepro.engine.local import SequentialExecutor
+from fedrepro.engine import sharded
+from fedrepro.engine.sharded import ShardedExecutor
 from fedrepro.engine.loop import EvalData, RoundLoop, Schedule
 from fedrepro.engine.seeding import derive_seed, generator
 from fedrepro.errors import ConfigError, DivergenceError
@@ -117,7 +120,7 @@ class Federated:
 
 
 def build_federation(cfg: DictConfig, data, parts: list, device="cpu", *, ledger_class: type = Ledger,
-                     quiet: bool = True, **ledger_kw) -> Federated:
+                     quiet: bool = True, fabric=None, **ledger_kw) -> Federated:
     """Model, algorithm, executor, ledger, compression channel and RoundLoop of `cfg` on `data`
     split into `parts`, on `device`: what `run_experiment` runs, and what a figure that drives
     the rounds itself (LoSAC Figs. 6-7) builds, with the same seeds. `ledger_class(d, ...,
@@ -141,9 +144,12 @@ def build_federation(cfg: DictConfig, data, parts: list, device="cpu", *, ledger
                           wire_bits=True, lossless=cfg.metrics.lossless, **ledger_kw)
     channel = build_channel(cfg.compressor, num_clients=len(parts), seed=cfg.seed)
     t, p = cfg.train, cfg.participation
-    executor = SequentialExecutor(model, x_train, y_train, client_indices, batch_size=t.batch_size,
-                                  weight_decay=t.weight_decay, clip_norm=t.clip_norm, seed=cfg.seed,
-                                  augment=data.augment)
+    executor_class = BatchedExecutor if resolved_executor(cfg) == "batched" else SequentialExecutor
+    executor = executor_class(model, x_train, y_train, client_indices, batch_size=t.batch_size,
+                              weight_decay=t.weight_decay, clip_norm=t.clip_norm, seed=cfg.seed,
+                              augment=data.augment)
+    if fabric is not None and fabric.world_size > 1:
+        executor = ShardedExecutor(executor, fabric)
     loop = RoundLoop(model=model, algorithm=algorithm, executor=executor, ledger=ledger,
                      client_sizes=sizes, theta0=theta0, eff=eff, eval_data=eval_data,
                      schedule=Schedule(t.lr, t.lr_decay, t.batch_size, p.mode, p.rate,
@@ -171,25 +177,47 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
 
     from lightning.fabric import Fabric
 
+    processes = cfg.train.processes
+    if processes == 1:
+        fabric = Fabric(accelerator=cfg.train.device, devices=1, precision="32-true")
+        return _train(fabric, cfg, key, folder, interrupt_after, quiet, ledger_class)
+    # client sharding: every rank runs the whole round loop (the server step is cheap and
+    # deterministic), trains its share of the round's clients, and gathers everyone's models
+    # (engine/sharded.py); rank 0 alone writes the run folder and logs
+    return sharded.spawn(_train, processes, cfg.train.device, cfg, key, folder, interrupt_after, quiet,
+                         ledger_class)
+
+
+def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Optional[int], quiet: bool,
+           ledger_class: type) -> RunResult:
+    """The run on `fabric`'s rank (one process, or one of train.processes); rank 0 writes."""
+    leader = fabric.global_rank == 0
+    quiet = quiet or not leader
     eff = effective(cfg)
     t0 = time.perf_counter()
     data = dataset_for(cfg)
     parts = client_partition(cfg, data)
-    folder.mkdir(parents=True, exist_ok=True)
-    store.write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-    store.write_json(folder / "partition.json",
-                     partition_summary(partition_labels(data), parts, data.num_classes))
-
-    csv_logger, loggers = _loggers(cfg, folder, key)
-    fabric = Fabric(accelerator=cfg.train.device, devices=1, precision="32-true", loggers=loggers)
+    if leader:
+        folder.mkdir(parents=True, exist_ok=True)
+        store.write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        store.write_json(folder / "partition.json",
+                         partition_summary(partition_labels(data), parts, data.num_classes))
+        loggers = _loggers(cfg, folder, key)[1]
+    else:
+        loggers = []
     fabric.seed_everything(cfg.seed, verbose=False)
     device = fabric.device
 
-    attack = upload_attack(cfg, folder, eff.rounds)
+    def log(row: dict) -> None:
+        for lg in loggers:
+            lg.log_metrics(row, step=row["round"])
+
+    attack = upload_attack(cfg, folder, eff.rounds) if leader else None
     ledger_kw = {}
     if attack is not None:
         ledger_class, ledger_kw = attack.ledger_class(ledger_class), attack.ledger_kw()
-    fed = build_federation(cfg, data, parts, device, ledger_class=ledger_class, quiet=quiet, **ledger_kw)
+    fed = build_federation(cfg, data, parts, device, ledger_class=ledger_class, quiet=quiet, fabric=fabric,
+                           **ledger_kw)
     loop, model, algorithm = fed.loop, fed.model, fed.algorithm
     t = cfg.train
     setup_s = time.perf_counter() - t0
@@ -198,28 +226,28 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     start_round, elapsed_before = 0, 0.0
     checkpoint = store.load_checkpoint(folder, key)
     metrics_csv = folder / "metrics.csv"
-    if metrics_csv.exists():
+    if leader and metrics_csv.exists():
         metrics_csv.unlink()  # rewritten below from the checkpoint's history (or from scratch)
     if checkpoint is not None:
         loop.load_state_dict(checkpoint["loop"])
         history, start_round = checkpoint["history"], checkpoint["round"]
         elapsed_before = checkpoint["train_seconds"]
         for row in history:
-            csv_logger.log_metrics(row, step=row["round"])
+            log(row)
         if not quiet:
             print(f"[fedrepro] resuming {folder} from round {start_round}")
     else:
         row = {"round": 0, "clients": 0, "lr": t.lr, "local_loss": float("nan")}
         row.update(loop.evaluate(0))
         history.append(row)
-        fabric.log_dict(row, step=0)
+        log(row)
 
     t_train = time.perf_counter()
     progress = _progress(cfg, eff.rounds, start_round, quiet)
 
     def on_row(row: dict) -> None:
         history.append(row)
-        fabric.log_dict(row, step=row["round"])
+        log(row)
         if attack is not None:  # before the checkpoint of this round: a resume never skips it
             attack.after_round(fed, row)
         if progress is not None:
@@ -230,6 +258,8 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
             raise Interrupted(f"interrupted after round {interrupt_after}")
 
     def on_checkpoint(round_done: int) -> None:
+        if not leader:
+            return
         store.save_torch(folder / "checkpoint.pt", {
             "key": key, "round": round_done, "loop": loop.state_dict(), "history": list(history),
             "train_seconds": elapsed_before + time.perf_counter() - t_train})
@@ -261,6 +291,10 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     }
     if attack is not None:
         summary["attack"] = attack.finish(status, error)
+    summary["processes"] = fabric.world_size
+    summary["executor"] = type(loop.executor).__name__
+    if not leader:
+        return RunResult(key, folder, summary, reused=False)
     store.save_torch(folder / "model.pt", algorithm.server_model().cpu())
     _figure(folder, f"{cfg.algorithm.name} on {cfg.dataset.name}, {cfg.split.kind} split, "
                     f"{cfg.profile.name} profile, seed {cfg.seed}", history)
