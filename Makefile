@@ -12,13 +12,19 @@ endif
 PROFILE ?= quick
 SEEDS ?= 1
 JOBS ?= 1
-export PROFILE SEEDS JOBS
+# How a table target starts its runs: local (this process; joblib processes when JOBS > 1),
+# joblib, submitit_local, submitit_slurm (FEDREPRO_SLURM='partition=...,timeout_min=...'), ray.
+LAUNCHER ?= local
+export PROFILE SEEDS JOBS LAUNCHER
+# glibc's malloc: keep the few-MB per-step temporaries of the batched executor in the heap
+# instead of mapping and unmapping them every step (docs/performance.md)
+export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456
 
 .PHONY: install quickstart test clean table2 table3 table4 table5 fen-costs \
 	feddyn-table1 feddyn-table2 feddyn-table4 feddyn-table5 feddyn-table6 centralized \
 	losac-table2 losac-fig1 losac-fig2 losac-fig3 losac-fig4 losac-fig5 losac-fig6 losac-fig7 \
 	l2gd-fig2 l2gd-fig3 l2gd-table2 l2gd-fig4 l2gd-fig5 l2gd-fig6 l2gd-fig7 l2gd-fig8 l2gd-fig9 \
-	l2gd-fig10 l2gd-fig11 compare-compression
+	l2gd-fig10 l2gd-fig11 compare-compression status bench
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -d $(VENV) || python3 -m venv $(VENV)
@@ -35,7 +41,18 @@ quickstart: install
 test: install
 	$(PY) -m pytest -q
 
-# Paper tables: our value beside the paper's (PROFILE=smoke|quick|paper, SEEDS=n, JOBS=n).
+# Local-training throughput of every path side by side (docs/performance.md); PROFILE=paper
+# adds the projected wall time of FedElasticNet Table 2's MNIST rows.
+bench: install
+	$(PY) -m experiments.bench --profile $(PROFILE)
+
+# Which runs of a target are done, running, failed or missing (make status TARGET=table2), or,
+# without TARGET, every run of the results store; PROFILE and SEEDS as for the target.
+status: install
+	$(PY) -m fedrepro.status $(TARGET)
+
+# Paper tables: our value beside the paper's (PROFILE=smoke|quick|paper, SEEDS=n, JOBS=n,
+# LAUNCHER=local|joblib|submitit_local|submitit_slurm|ray; every table and figure target below).
 table2 table3 table4 table5: install
 	$(PY) -m experiments.fedelasticnet.$@
 

@@ -1,6 +1,14 @@
-"""`python -m fedrepro [group=choice ...] [key=value ...]`: one federated run (or a Hydra multirun with -m)."""
+"""`python -m fedrepro [group=choice ...] [key=value ...]`: one federated run (or a Hydra multirun with -m).
+
+Launchers (`-m hydra/launcher=...`): basic (one after the other), joblib (`hydra.launcher.n_jobs`
+runs at once, cores // n_jobs threads each), submitit_local, submitit_slurm (SLURM;
+`hydra.launcher.cpus_per_task` threads each). A run that fails is recorded in the results store
+(status "failed", the error and the round reached) and, in a multirun, the sweep goes on; the
+next attempt recomputes only the missing and failed runs (finished and diverged ones are reused).
+"""
 from __future__ import annotations
 
+import os
 import sys
 
 import hydra
@@ -8,19 +16,56 @@ from omegaconf import DictConfig
 
 import fedrepro  # noqa: F401  (torchvision shim before anything imports lightning)
 from fedrepro.config import register_configs
-from fedrepro.errors import FedreproError
 
 register_configs()
 
 
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _launch_context() -> tuple[bool, int]:
+    """(multirun?, threads for this run): joblib runs share the cores (cores // n_jobs each),
+    submitit runs take their cpus_per_task (SLURM_CPUS_PER_TASK); 0 = leave torch's default."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+        multirun = hc.mode == RunMode.MULTIRUN
+        target = str(hc.launcher.get("_target_", ""))
+    except Exception:  # noqa: BLE001  (called outside Hydra)
+        return False, 0
+    if os.environ.get("SLURM_CPUS_PER_TASK"):
+        return multirun, int(os.environ["SLURM_CPUS_PER_TASK"])
+    if "JoblibLauncher" in target:
+        n_jobs = int(hc.launcher.get("n_jobs") or 1)
+        n_jobs = _cores() if n_jobs < 0 else n_jobs
+        return multirun, max(1, _cores() // max(1, n_jobs))
+    if "submitit" in target and hc.launcher.get("cpus_per_task"):
+        return multirun, int(hc.launcher.cpus_per_task)
+    return multirun, 0
+
+
 @hydra.main(version_base=None, config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    from fedrepro.run import run_experiment
+    from fedrepro import store
 
-    try:
-        result = run_experiment(cfg)
-    except FedreproError as exc:
-        print(f"fedrepro: error: {exc}", file=sys.stderr)
+    multirun, threads = _launch_context()
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    result = store.execute(cfg, quiet=False, log=print)
+    if isinstance(result, store.Failure):
+        where = f" (recorded in {result.folder / 'summary.json'}, traceback in error.txt)" \
+            if result.kind == "failed" and result.folder is not None else ""
+        print(f"fedrepro: error: {result.detail or result.message}{where}", file=sys.stderr)
+        if multirun:
+            return  # the sweep goes on; re-running it recomputes this run
         sys.exit(2)
     s = result.summary
     final = s["final"]

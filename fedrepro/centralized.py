@@ -215,7 +215,8 @@ def run_centralized(cfg: DictConfig, key: str, folder: Path, quiet: bool = False
         "rounds": epochs, "rounds_completed": done, "client_rounds": 0,
         "final": dict(history[-1]), "setup_seconds": round(setup_s, 3),
         "train_seconds": round(train_s, 3), "seconds_per_round": round(train_s / max(done, 1), 4),
-        "resumed_from": None, "device": str(trainer.strategy.root_device), "torch": torch.__version__,
+        "resumed_from": None, "executor": "LightningTrainer", "processes": 1,
+        "device": str(trainer.strategy.root_device), "torch": torch.__version__,
     }
     store.save_torch(folder / "model.pt", flat.flatten_module().cpu())
     _figure(folder, history, f"centralized on {cfg.dataset.name}, {cfg.profile.name} profile, "

@@ -119,6 +119,32 @@ class Federated:
     client_indices: list  # per client: its rows of the training tensors
 
 
+def check_memory(cfg: DictConfig, state_bytes: int, clients: int, dim: int, quiet: bool) -> int:
+    """The run's per-client state before it starts: the algorithm's (clients, d) tensors (LoSAC's
+    M stored block gradients per client, FedDyn's gradients...) plus every client's latest model,
+    kept by the loop; said when above 256 MiB, refused with what to set when above the memory
+    this machine has free (a checkpoint holds the same again, written once per
+    train.checkpoint_every rounds)."""
+    total = state_bytes + clients * dim * 4
+    available = _available_memory()
+    if available is not None and total > 0.9 * available:
+        raise ConfigError(
+            f"{cfg.algorithm.name} with {clients} clients of a {dim}-parameter model needs {total / 2 ** 30:.1f} GiB "
+            f"of client state; {available / 2 ** 30:.1f} GiB is free: lower train.num_clients, use a smaller "
+            f"model, or (LoSAC / FedSaga) fewer algorithm.blocks")
+    if not quiet and total > 1 << 28:
+        print(f"[fedrepro] {cfg.algorithm.name} holds {total / 2 ** 30:.2f} GiB of server and client state "
+              f"({clients} clients x {dim} parameters; also in each checkpoint)")
+    return total
+
+
+def _available_memory() -> Optional[int]:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def build_federation(cfg: DictConfig, data, parts: list, device="cpu", *, ledger_class: type = Ledger,
                      quiet: bool = True, fabric=None, **ledger_kw) -> Federated:
     """Model, algorithm, executor, ledger, compression channel and RoundLoop of `cfg` on `data`
@@ -136,10 +162,7 @@ def build_federation(cfg: DictConfig, data, parts: list, device="cpu", *, ledger
     sizes = torch.tensor([len(p) for p in parts], dtype=torch.float32)
     algorithm = build_algorithm(cfg.algorithm)
     algorithm.setup(Federation(len(parts), model.dim, sizes), theta0)
-    state_bytes = algorithm.memory_bytes()
-    if not quiet and state_bytes > 1 << 28:  # worth knowing: LoSAC's stored block gradients
-        print(f"[fedrepro] {cfg.algorithm.name} holds {state_bytes / 2 ** 30:.2f} GiB of server and "
-              f"client state (also in each checkpoint)")
+    check_memory(cfg, algorithm.memory_bytes(), len(parts), model.dim, quiet)
     ledger = ledger_class(model.dim, entropy=cfg.metrics.entropy, bin_width=cfg.metrics.bin_width,
                           wire_bits=True, lossless=cfg.metrics.lossless, **ledger_kw)
     channel = build_channel(cfg.compressor, num_clients=len(parts), seed=cfg.seed)
@@ -260,7 +283,7 @@ def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Opt
     def on_checkpoint(round_done: int) -> None:
         if not leader:
             return
-        store.save_torch(folder / "checkpoint.pt", {
+        store.save_checkpoint(folder, {
             "key": key, "round": round_done, "loop": loop.state_dict(), "history": list(history),
             "train_seconds": elapsed_before + time.perf_counter() - t_train})
 
@@ -299,7 +322,7 @@ def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Opt
     _figure(folder, f"{cfg.algorithm.name} on {cfg.dataset.name}, {cfg.split.kind} split, "
                     f"{cfg.profile.name} profile, seed {cfg.seed}", history)
     store.write_json(folder / "summary.json", summary)
-    (folder / "checkpoint.pt").unlink(missing_ok=True)
+    store.clear_checkpoints(folder)
     for lg in loggers:
         lg.finalize(status if status == "finished" else "failed")
     return RunResult(key, folder, summary, reused=False)

@@ -1,43 +1,130 @@
 """The results store: one folder per run, keyed by the hash of its resolved config.
 
     <results_root>/runs/<key>/
-        config.yaml      the resolved config (what made this run)
-        partition.json   client sizes and label counts
-        metrics.csv      one row per round (Lightning's CSVLogger)
-        checkpoint.pt    the last checkpoint while the run is unfinished
-        summary.json     written last: its presence with status "finished" marks a done run
-        model.pt         the final server model (flat vector)
-        accuracy.png     test accuracy against the round
-        attack.json      attack=dlg only: the attack's record (+ attack_curve.csv)
+        config.yaml        the resolved config (what made this run)
+        partition.json     client sizes and label counts
+        metrics.csv        one row per round (Lightning's CSVLogger)
+        checkpoint.pt      the last checkpoint while the run is unfinished (`save_checkpoint`
+        checkpoint.prev.pt keeps the one before beside it: a damaged newest one falls back to it)
+        summary.json       written last: status "finished" or "diverged" marks a done run,
+                           "failed" a run that raised (the error and the round it reached)
+        error.txt          failed runs only: the traceback
+        model.pt           the final server model (flat vector)
+        accuracy.png       test accuracy against the round
+        attack.json        attack=dlg only: the attack's record (+ attack_curve.csv)
+    <results_root>/.locks/<key>.lock, <key>.json
+                           the run lock (flock) held while a process computes the run, and who
+                           holds it (pid, host, start): `fedrepro.status` reads both
 
-Every file is written atomically (temporary file + rename), so a killed process never
-leaves a half-written summary or checkpoint behind.
+Every file is written atomically (temporary file + fsync + rename), so a killed process never
+leaves a half-written summary or checkpoint behind; two processes finishing the same file at
+once leave one complete version. Checkpoints carry a SHA-256 of their payload, so a truncated
+or corrupted one is detected on load. `execute` runs one config under the run lock (a second
+process asking for the same run waits, then reuses it) and records a failure in the store
+instead of losing it.
+
+Fault injection for the tests: FEDREPRO_TEST_FAULT=kill:<file name>[:n] makes the n-th write
+(default 1st) of that file in this process write half of its temporary file and SIGKILL the
+process; raise:<file name>[:n] raises OSError (disk full) there instead. Several entries are
+separated by commas.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
+import io
 import json
 import os
+import signal
+import socket
+import sys
 import tempfile
+import time
+import traceback
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
+
+CHECKPOINT = "checkpoint.pt"
+PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"
+_CKPT_MAGIC = b"FEDREPRO-CHECKPOINT-1\n"  # + 32 bytes SHA-256 of the payload + torch.save payload
+FAULT_ENV = "FEDREPRO_TEST_FAULT"
+SECRET_ENV = ("WANDB_API_KEY", "WANDB_ENTITY")
+DONE = ("finished", "diverged")
 
 
 def run_dir(results_root: str | Path, key: str) -> Path:
     return Path(results_root) / "runs" / key
 
 
+# -- atomic writes -----------------------------------------------------------------------------
+_writes: dict[str, int] = {}
+
+
+def _fault_for(name: str) -> Optional[str]:
+    """The test fault planned for this write of `name` ("kill" / "raise"), or None."""
+    spec = os.environ.get(FAULT_ENV, "")
+    entries = [e.split(":") for e in spec.split(",") if e.strip()]
+    mine = [e for e in entries if len(e) >= 2 and e[1] == name]
+    if not mine:
+        return None
+    _writes[name] = count = _writes.get(name, 0) + 1
+    for action, _, *nth in mine:
+        if count == (int(nth[0]) if nth else 1):
+            return action
+    return None
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_MODE = _file_mode()  # what open() would give (mkstemp makes 0600 files)
+
+
 def _atomic(path: Path, write) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    fault = _fault_for(path.name)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, _MODE)
         with os.fdopen(fd, "wb") as f:
+            if fault is not None:
+                buf = io.BytesIO()
+                write(buf)
+                data = buf.getvalue()
+                f.write(data[: len(data) // 2])
+                f.flush()
+                os.fsync(f.fileno())
+                if fault == "kill":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                raise OSError(errno.ENOSPC, f"No space left on device (simulated by {FAULT_ENV}) "
+                                            f"writing {path.name}")
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -56,6 +143,18 @@ def save_torch(path: Path, obj: Any) -> None:
     _atomic(path, lambda f: torch.save(obj, f))
 
 
+def clean_temporaries(folder: Path) -> list[Path]:
+    """Remove the temporary files a killed writer left in `folder` (only while holding the run
+    lock: nobody else writes there then)."""
+    removed = []
+    if folder.is_dir():
+        for p in folder.glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                p.unlink()
+                removed.append(p)
+    return removed
+
+
 def read_summary(folder: Path) -> Optional[dict]:
     path = folder / "summary.json"
     if not path.exists():
@@ -67,17 +166,279 @@ def read_summary(folder: Path) -> Optional[dict]:
         return None
 
 
+# -- checkpoints -------------------------------------------------------------------------------
+class _HashingWriter:
+    def __init__(self, f, h):
+        self.f, self.h = f, h
+
+    def write(self, b) -> int:
+        self.h.update(b)
+        return self.f.write(b)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def _write_checkpoint(f, state: dict) -> None:
+    h = hashlib.sha256()
+    start = f.tell()
+    f.write(_CKPT_MAGIC + bytes(32))
+    torch.save(state, _HashingWriter(f, h))
+    end = f.tell()
+    f.seek(start + len(_CKPT_MAGIC))
+    f.write(h.digest())
+    f.seek(end)
+
+
+def save_checkpoint(folder: Path, state: dict) -> None:
+    """Write the run's checkpoint (with a checksum), keeping the previous one as
+    checkpoint.prev.pt: a newest checkpoint found damaged falls back to it."""
+    path, prev = folder / CHECKPOINT, folder / PREVIOUS_CHECKPOINT
+    if path.exists():
+        os.replace(path, prev)  # atomic: at every moment one complete checkpoint exists
+    _atomic(path, lambda f: _write_checkpoint(f, state))
+
+
+class CheckpointDamaged(Exception):
+    pass
+
+
+def _read_checkpoint(path: Path) -> Any:
+    data = path.read_bytes()
+    if data.startswith(_CKPT_MAGIC):
+        n = len(_CKPT_MAGIC)
+        digest, payload = data[n:n + 32], memoryview(data)[n + 32:]
+        if hashlib.sha256(payload).digest() != digest:
+            raise CheckpointDamaged(f"checksum mismatch: truncated or corrupted ({len(data)} bytes)")
+        return torch.load(io.BytesIO(payload), weights_only=False)
+    return torch.load(io.BytesIO(data), weights_only=False)  # written by save_torch (no checksum)
+
+
 def load_checkpoint(folder: Path, key: str) -> Optional[dict]:
-    """The run's last checkpoint, or None (missing, damaged or from another config)."""
-    path = folder / "checkpoint.pt"
-    if not path.exists():
+    """The run's last good checkpoint, or None (none, all damaged, or from another config).
+
+    checkpoint.pt first, then checkpoint.prev.pt; a damaged file is renamed to *.damaged (so it
+    is never rotated over the good one) and named in a warning."""
+    problems: list[str] = []
+    for path in (folder / CHECKPOINT, folder / PREVIOUS_CHECKPOINT):
+        if not path.exists():
+            continue
+        try:
+            state = _read_checkpoint(path)
+        except Exception as exc:  # truncated or corrupted file
+            problems.append(f"{path} is damaged ({type(exc).__name__}: {exc})")
+            with contextlib.suppress(OSError):
+                os.replace(path, path.with_name(path.name + ".damaged"))
+            continue
+        if not isinstance(state, dict) or state.get("key") != key:
+            problems.append(f"checkpoint {path} belongs to another config")
+            continue
+        if problems:
+            warnings.warn(f"checkpoint {'; '.join(problems)}; resuming from the previous good "
+                          f"checkpoint {path.name} (round {state.get('round')})")
+        return state
+    if problems:
+        warnings.warn(f"{'; '.join(problems)}; restarting the run from round 0")
+    return None
+
+
+def clear_checkpoints(folder: Path) -> None:
+    """Remove the checkpoints of a run that is done (summary written)."""
+    for name in (CHECKPOINT, PREVIOUS_CHECKPOINT, CHECKPOINT + ".damaged", PREVIOUS_CHECKPOINT + ".damaged"):
+        (folder / name).unlink(missing_ok=True)
+
+
+# -- failures ----------------------------------------------------------------------------------
+def one_line(exc: BaseException | str, limit: int = 300) -> str:
+    """'Type: first line of the message', at most `limit` characters."""
+    text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    text = " ".join(text.strip().split("\n")[0].split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def last_round(folder: Path, *, checkpoints: bool = False) -> int:
+    """The last round a run logged (metrics.csv; with `checkpoints`, also its checkpoints: a
+    killed process never flushed its CSV), 0 when it logged none."""
+    import csv
+
+    path = folder / "metrics.csv"
+    best = 0
+    if checkpoints:
+        for name in (CHECKPOINT, PREVIOUS_CHECKPOINT):
+            with contextlib.suppress(Exception):
+                best = max(best, int(_read_checkpoint(folder / name)["round"]))
+    if path.exists():
+        with contextlib.suppress(Exception):
+            with open(path, newline="") as f:
+                for row in csv.DictReader(f):
+                    with contextlib.suppress(TypeError, ValueError):
+                        best = max(best, int(float(row.get("round") or row.get("step") or 0)))
+    return best
+
+
+def record_failure(folder: Path, cfg, error: BaseException | str, *, tb: Optional[str] = None,
+                   wall_seconds: Optional[float] = None, attempts: Optional[int] = None) -> dict:
+    """Write a failed run's summary.json (status "failed", the error, the round reached), its
+    config.yaml if it has none yet and error.txt (the traceback); returns the summary."""
+    from omegaconf import OmegaConf
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "config.yaml").exists():
+        with contextlib.suppress(Exception):
+            write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+    before = read_summary(folder) or {}
+    rnd = last_round(folder, checkpoints=True)
+
+    def get(path: str):
+        with contextlib.suppress(Exception):
+            return OmegaConf.select(cfg, path)
         return None
+
+    summary = {
+        "key": folder.name, "status": "failed", "error": one_line(error),
+        "error_type": error.__class__.__name__ if isinstance(error, BaseException) else "Error",
+        "round": rnd, "rounds_completed": rnd,
+        "profile": get("profile.name"), "seed": get("seed"), "dataset": get("dataset.name"),
+        "algorithm": get("algorithm.name"),
+        "attempts": attempts if attempts is not None else
+        (int(before.get("attempts", 0)) + 1 if before.get("status") == "failed" else 1),
+        "failed_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "host": socket.gethostname(),
+        "wall_seconds": None if wall_seconds is None else round(wall_seconds, 3),
+    }
+    write_text(folder / "error.txt", (tb or summary["error"]) + "\n")
+    write_json(folder / "summary.json", summary)
+    return summary
+
+
+# -- the run lock ------------------------------------------------------------------------------
+def _lock_paths(results_root: str | Path, key: str) -> tuple[Path, Path]:
+    d = Path(results_root) / ".locks"
+    return d / f"{key}.lock", d / f"{key}.json"
+
+
+@contextlib.contextmanager
+def run_lock(results_root: str | Path, key: str, on_wait=None):
+    """Hold the run's lock (flock) while computing it; another process asking for the same run
+    waits (`on_wait()` is called first) and then finds it done. Lock files are never removed
+    (removing a lock file others wait on would break the lock)."""
+    import fcntl
+
+    lock, marker = _lock_paths(results_root, key)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        state = torch.load(path, weights_only=False)
-    except Exception as exc:  # truncated or corrupted file
-        warnings.warn(f"checkpoint {path} is damaged ({type(exc).__name__}); restarting the run from round 0")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        write_json(marker, {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
+                            "argv": " ".join(sys.argv[:3])})
+        try:
+            yield
+        finally:
+            marker.unlink(missing_ok=True)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def running(results_root: str | Path, key: str) -> Optional[dict]:
+    """Who computes the run now ({"pid", "host", "started"}), or None when nobody holds its lock.
+    A marker left by a killed process (lock free) means "interrupted", not running."""
+    import fcntl
+
+    lock, marker = _lock_paths(results_root, key)
+    if not lock.exists():
         return None
-    if state.get("key") != key:
-        warnings.warn(f"checkpoint {path} belongs to another config; restarting the run from round 0")
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                return json.loads(marker.read_text())
+            except (OSError, json.JSONDecodeError):
+                return {}
+        fcntl.flock(fd, fcntl.LOCK_UN)
         return None
-    return state
+    finally:
+        os.close(fd)
+
+
+# -- one run, guarded --------------------------------------------------------------------------
+@dataclass
+class Failure:
+    """A run that did not produce a summary: kind "failed" (recorded in the store) or "not run"
+    (its data is not here: DataError, nothing recorded)."""
+
+    message: str  # "ErrorType: first line"
+    kind: str = "failed"
+    key: Optional[str] = None
+    folder: Optional[Path] = None
+    round: Optional[int] = None
+    detail: str = ""  # the whole message (several lines possibly)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@contextlib.contextmanager
+def secrets_hidden(cfg):
+    """W&B's key and entity stay in the environment only: an offline (or disabled) W&B run does
+    not need them, and wandb writes the entity into the run's offline log inside the results
+    folder, so they are removed from the environment while such a run executes."""
+    hide = False
+    with contextlib.suppress(Exception):
+        hide = cfg.logger.name == "wandb" and cfg.logger.wandb_mode != "online"
+    saved = {k: os.environ.pop(k) for k in SECRET_ENV if hide and k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def execute(cfg, *, quiet: bool = True, log=None):
+    """Run `cfg` through `run_experiment` under its run lock: a RunResult, or a `Failure`.
+
+    A run that raises (anything but missing data) is recorded in the store (`record_failure`) and
+    comes back as a Failure; the next attempt recomputes it (run_experiment reuses only finished
+    and diverged runs). KeyboardInterrupt / SIGKILL leave the run resumable from its checkpoint."""
+    from fedrepro.config import run_key
+    from fedrepro.errors import DataError, FedreproError
+    from fedrepro.run import run_experiment
+
+    t0 = time.perf_counter()
+    try:
+        key = run_key(cfg)
+    except Exception as exc:  # noqa: BLE001
+        return Failure(one_line(exc), detail=str(exc))
+    folder = run_dir(cfg.results_root, key)
+    done = read_summary(folder)
+    if done is not None and done.get("status") in DONE:
+        return run_experiment(cfg, quiet=quiet)  # reuse: no lock needed
+
+    def waiting():
+        if log is not None:
+            log(f"[fedrepro] {folder} is being computed by another process; waiting for it")
+
+    with run_lock(cfg.results_root, key, on_wait=waiting):
+        clean_temporaries(folder)
+        s = read_summary(folder) or {}
+        attempt = int(s.get("attempts", 0)) + 1 if s.get("status") == "failed" else 1
+        if s.get("status") == "failed":
+            (folder / "summary.json").unlink()  # a new attempt: status is "running" until it ends
+        try:
+            with secrets_hidden(cfg):
+                result = run_experiment(cfg, quiet=quiet)
+        except DataError as exc:
+            # the whole message: it names the missing files (tables show it as the reason)
+            return Failure(f"{type(exc).__name__}: {exc}", "not run", key, folder, detail=str(exc))
+        except Exception as exc:  # noqa: BLE001  (record every failure, keep the sweep going)
+            summary = record_failure(folder, cfg, exc, tb=traceback.format_exc(),
+                                     wall_seconds=time.perf_counter() - t0, attempts=attempt)
+            detail = str(exc) if isinstance(exc, FedreproError) else f"{type(exc).__name__}: {exc}"
+            return Failure(summary["error"], "failed", key, folder, summary["round"], detail)
+        if result.summary.get("status") in DONE:
+            clear_checkpoints(folder)
+        return result

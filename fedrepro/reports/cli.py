@@ -1,17 +1,36 @@
-"""The command-line options every table and figure target shares (make: PROFILE, SEEDS, JOBS)."""
+"""The command-line options every table and figure target shares (make: PROFILE, SEEDS, JOBS,
+LAUNCHER)."""
 from __future__ import annotations
 
 import argparse
 import os
 
+LAUNCHER_CHOICES = ("local", "joblib", "submitit_local", "submitit_slurm", "ray")
+
+
+class _TableParser(argparse.ArgumentParser):
+    """Parses as usual, then makes --launcher the default of every `measure_cells` of this
+    process (the targets pass --jobs to it, the launcher travels in FEDREPRO_LAUNCHER)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        ns, rest = super().parse_known_args(args, namespace)
+        if getattr(ns, "launcher", None):
+            os.environ["FEDREPRO_LAUNCHER"] = ns.launcher
+        return ns, rest
+
 
 def table_parser(description: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=description)
+    ap = _TableParser(description=description)
     ap.add_argument("--profile", default=os.environ.get("PROFILE", "quick"), choices=["smoke", "quick", "paper"])
     ap.add_argument("--seeds", type=int, default=int(os.environ.get("SEEDS", 1)),
                     help="seeds 0..n-1 per cell; n > 1 shows mean and 95 %% interval")
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", 1)),
                     help="runs at once (processes), each with cores/jobs threads")
+    ap.add_argument("--launcher", choices=LAUNCHER_CHOICES,
+                    default=os.environ.get("LAUNCHER") or os.environ.get("FEDREPRO_LAUNCHER") or "local",
+                    help="how runs are started: local (this process, or joblib processes when "
+                         "--jobs > 1), joblib, submitit_local, submitit_slurm (FEDREPRO_SLURM="
+                         "'partition=...,timeout_min=...'), ray (RAY_ADDRESS or a local Ray)")
     ap.add_argument("--results-root", default=os.environ.get("FEDREPRO_RESULTS", "results"))
     ap.add_argument("--data-root", default=os.environ.get("FEDREPRO_DATA_ROOT", "data"))
     ap.add_argument("--datasets", default=None,

@@ -1,0 +1,296 @@
+"""`make bench`: local-training throughput of every path, side by side on this machine.
+
+    python -m experiments.bench [--profile quick|paper] [--seconds 3] [--out results/bench]
+
+Measured in one process, one after the other, each for about `--seconds`:
+
+- matmul: a 2048 x 2048 float32 product (the machine's rate at this process's threads);
+- dataloader: what users would otherwise run: an nn.Module, torch.optim.SGD, clip_grad_norm_
+  and one torch DataLoader (shuffle, batch B) per client, clients one after another;
+- sequential: our reference executor (engine/local.py);
+- fast: `executor=auto`'s pick (the batched executor for MLPs and logistic regression, the
+  sequential one for the CNN and the LSTM);
+- sharded2: the fast executor sharded over 2 processes (each with half the threads).
+
+Workloads: (a) MNIST's MLP 784-200-200-10, 100 clients of 600 samples, batch 50, at 10 % and
+100 % participation; (b) the CIFAR CNN on generated CIFAR-shaped data (100 clients of 100
+samples, 10 %); (c) the Shakespeare LSTM on generated character sequences (10 clients of 200
+sequences); (d) logistic regression on LIBSVM a1a (from FEDREPRO_DATA_ROOT, generated a1a-shaped
+data when absent), 10 clients, batch 50. One "round" gives each selected client one epoch.
+
+FLOPs of one client step are counted by torch.utils.flop_counter on a sequential step (the
+forward and backward matrix products the step computes; the LSTM's gate products, which it does
+not see, are added as 3 x 2 x batch x length x gate weights), so GFLOP/s and the fraction of the
+matmul rate compare like with like. Writes <out>/bench.csv and bench.md. With --profile paper
+it also projects the wall time of FedElasticNet Table 2's MNIST rows on the fast path.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from omegaconf import OmegaConf
+
+import fedrepro  # noqa: F401  (torchvision shim first)
+from fedrepro.algorithms.base import LocalObjective
+from fedrepro.engine.batched import BatchedExecutor
+from fedrepro.engine.local import ClientJob, SequentialExecutor
+from fedrepro.models.flat import build_model
+from fedrepro.reports.tables import markdown_grid
+
+
+@dataclass
+class Workload:
+    name: str
+    model: dict  # a ModelConfig
+    x: torch.Tensor
+    y: torch.Tensor
+    clients: int
+    per_client: int
+    batch: int
+    participation: float
+    data: str  # where the data came from
+
+    @property
+    def selected(self) -> int:
+        return max(1, round(self.participation * self.clients))
+
+    @property
+    def steps(self) -> int:  # one epoch
+        return -(-self.per_client // self.batch)
+
+    def build(self):
+        model, w0 = build_model(OmegaConf.create(self.model), tuple(self.x.shape[1:]), int(self.y.max()) + 1
+                                if self.model["name"] != "binary_logistic" else 2, seed=0,
+                                token_inputs=not self.x.is_floating_point())
+        idx = [torch.arange(k * self.per_client, (k + 1) * self.per_client) for k in range(self.clients)]
+        return model, w0, idx
+
+
+def matmul_rate(seconds: float) -> float:
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    a @ b
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a @ b
+        n += 1
+    return 2 * 2048 ** 3 * n / (time.perf_counter() - t0)
+
+
+def step_flops(w: Workload) -> int:
+    """FLOPs of one sequential local step (forward + backward), as torch's FlopCounterMode counts."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model, w0, idx = w.build()
+    ex = SequentialExecutor(model, w.x, w.y, idx, batch_size=w.batch, weight_decay=0.0, clip_norm=None, seed=0)
+    with FlopCounterMode(display=False) as counter:
+        ex.train_client(ClientJob(0, LocalObjective(anchor=w0), 1), 0.01, 0)
+    flops = counter.get_total_flops()
+    # the counter has no rule for the fused LSTM op: add its gate products, forward + 2x backward
+    for m in model.module.modules():
+        if isinstance(m, torch.nn.LSTM):
+            gates = sum(p.numel() for n, p in m.named_parameters() if n.startswith("weight_"))
+            flops += 3 * 2 * w.batch * w.x.shape[1] * gates
+    return flops
+
+
+def time_rounds(run_round, client_steps_per_round: int, seconds: float) -> float:
+    """client-steps/s of `run_round(r)` over about `seconds` (after one warm-up round)."""
+    run_round(0)
+    rounds, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds or rounds < 2:
+        rounds += 1
+        run_round(rounds)
+    return rounds * client_steps_per_round / (time.perf_counter() - t0)
+
+
+def executor_rate(w: Workload, kind: str, seconds: float) -> float:
+    model, w0, idx = w.build()
+    cls = BatchedExecutor if kind == "batched" else SequentialExecutor
+    ex = cls(model, w.x, w.y, idx, batch_size=w.batch, weight_decay=1e-4, clip_norm=10.0, seed=0)
+    jobs = [ClientJob(k, LocalObjective(anchor=w0), w.steps) for k in range(w.selected)]
+    return time_rounds(lambda r: ex.run(jobs, 0.01, r), w.selected * w.steps, seconds)
+
+
+def dataloader_rate(w: Workload, seconds: float) -> float:
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model, w0, idx = w.build()
+    module = model.module
+    for p in module.parameters():
+        p.requires_grad_(True)
+    loaders = [DataLoader(TensorDataset(w.x[i], w.y[i]), batch_size=w.batch, shuffle=True) for i in idx[:w.selected]]
+    loss_fn = torch.nn.functional.binary_cross_entropy_with_logits if model.loss_kind == "logistic" else \
+        torch.nn.functional.cross_entropy
+
+    def run_round(r):
+        for loader in loaders:
+            torch.nn.utils.vector_to_parameters(w0, module.parameters())
+            opt = torch.optim.SGD(module.parameters(), lr=0.01, weight_decay=1e-4)
+            for xb, yb in loader:
+                opt.zero_grad(set_to_none=True)
+                out = module(xb)
+                loss = loss_fn(out.squeeze(1), yb.float()) if model.loss_kind == "logistic" else loss_fn(out, yb)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(module.parameters(), 10.0)
+                opt.step()
+
+    module.train()
+    return time_rounds(run_round, w.selected * w.steps, seconds)
+
+
+def _sharded_rank(fabric, w: Workload, kind: str, seconds: float) -> float:
+    from fedrepro.engine.sharded import ShardedExecutor
+
+    model, w0, idx = w.build()
+    cls = BatchedExecutor if kind == "batched" else SequentialExecutor
+    ex = ShardedExecutor(cls(model, w.x, w.y, idx, batch_size=w.batch, weight_decay=1e-4, clip_norm=10.0,
+                             seed=0), fabric)
+    jobs = [ClientJob(k, LocalObjective(anchor=w0), w.steps) for k in range(w.selected)]
+    # a fixed round count on every rank (the ranks must make the same collectives)
+    ex.run(jobs, 0.01, 0)
+    fabric.barrier()
+    rounds, t0 = max(2, int(seconds * 2)), time.perf_counter()
+    for r in range(rounds):
+        ex.run(jobs, 0.01, r + 1)
+    return rounds * w.selected * w.steps / (time.perf_counter() - t0)
+
+
+def sharded_rate(w: Workload, kind: str, seconds: float) -> float:
+    from fedrepro.engine import sharded
+
+    # a first timing run picks a round count of about `seconds` per process
+    per_round = w.selected * w.steps / executor_rate(w, kind, 1.0)
+    return sharded.spawn(_sharded_rank, 2, "cpu", w, kind, seconds / max(per_round, 1e-3) / 2)
+
+
+def workloads(data_root: str | None) -> list[Workload]:
+    g = torch.Generator().manual_seed(0)
+    mnist_x, mnist_y = torch.rand(100 * 600, 784, generator=g), torch.randint(0, 10, (100 * 600,), generator=g)
+    cifar_x = torch.randn(100 * 100, 3, 32, 32, generator=g)
+    cifar_y = torch.randint(0, 10, (100 * 100,), generator=g)
+    text_x = torch.randint(0, 80, (10 * 200, 80), generator=g)
+    text_y = torch.randint(0, 80, (10 * 200,), generator=g)
+    a1a_x, a1a_y, a1a_clients, a1a_n, a1a_data = _a1a(data_root, g)
+    mlp = {"name": "mlp", "hidden": [200, 200]}
+    return [
+        Workload("mnist_mlp_p10", mlp, mnist_x, mnist_y, 100, 600, 50, 0.1, "generated MNIST-shaped"),
+        Workload("mnist_mlp_p100", mlp, mnist_x, mnist_y, 100, 600, 50, 1.0, "generated MNIST-shaped"),
+        Workload("cifar_cnn_p10", {"name": "cnn_cifar", "hidden": []}, cifar_x, cifar_y, 100, 100, 50, 0.1,
+                 "generated CIFAR-shaped"),
+        Workload("shakespeare_lstm", {"name": "lstm", "hidden": []}, text_x, text_y, 10, 200, 50, 1.0,
+                 "generated character sequences"),
+        Workload("a1a_logistic", {"name": "binary_logistic", "hidden": []}, a1a_x, a1a_y, a1a_clients, a1a_n,
+                 50, 1.0, a1a_data),
+    ]
+
+
+def _a1a(data_root, g):
+    """a1a split into 10 clients (the first 1600 of its 1605 rows), or generated a1a-shaped data."""
+    if data_root:
+        try:
+            from fedrepro.config import compose_config
+            from fedrepro.data.loaders import dataset_for
+
+            d = dataset_for(compose_config(["dataset=a1a", "model=binary_logistic", f"data_root={data_root}"]))
+            n = len(d.y_train) // 10 * 10
+            return d.x_train[:n].float(), d.y_train[:n], 10, n // 10, "LIBSVM a1a"
+        except Exception as exc:  # a missing file: fall back, and say so
+            why = f"generated a1a-shaped ({type(exc).__name__})"
+    else:
+        why = "generated a1a-shaped (FEDREPRO_DATA_ROOT unset)"
+    x = (torch.rand(1600, 119, generator=g) < 0.12).float()
+    return x, torch.randint(0, 2, (1600,), generator=g), 10, 160, why
+
+
+def fen_table2_projection(fast_rate_b10: float) -> dict:
+    """FedElasticNet Table 2's MNIST rows at profile=paper: 6 algorithms x 3 splits, 100 rounds,
+    10 of 100 clients a round, 10 epochs of 600 samples at batch 10."""
+    runs, rounds, selected, steps = 18, 100, 10, 10 * 60
+    client_steps = runs * rounds * selected * steps
+    return {"runs": runs, "client_steps": client_steps, "projected_seconds": client_steps / fast_rate_b10}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", default=os.environ.get("PROFILE", "quick"), choices=["smoke", "quick", "paper"])
+    ap.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+    ap.add_argument("--out", default=os.path.join(os.environ.get("FEDREPRO_RESULTS", "results"), "bench"))
+    ap.add_argument("--only", default=None, help="comma-separated workload names")
+    args = ap.parse_args(argv)
+    seconds = 0.5 if args.profile == "smoke" else args.seconds
+    threads = torch.get_num_threads()
+    peak = matmul_rate(seconds)
+    print(f"[bench] {platform.node()} {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+          f"{threads} threads, GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r}")
+    print(f"[bench] matmul 2048^2 float32: {peak / 1e9:.1f} GFLOP/s")
+    rows = []
+    chosen = workloads(os.environ.get("FEDREPRO_DATA_ROOT"))
+    if args.only:
+        chosen = [w for w in chosen if w.name in args.only.split(",")]
+    for w in chosen:
+        flops = step_flops(w)
+        fast = "batched" if w.model["name"] in ("mlp", "binary_logistic", "logistic") else "sequential"
+        rates = {"dataloader": dataloader_rate(w, seconds), "sequential": executor_rate(w, "sequential", seconds),
+                 "fast": executor_rate(w, fast, seconds) if fast == "batched" else None}
+        if rates["fast"] is None:
+            rates["fast"] = rates["sequential"]  # auto's pick is the sequential executor here
+        if args.profile != "smoke":
+            rates["sharded2"] = sharded_rate(w, fast, seconds)
+        for method, rate in rates.items():
+            rows.append({"workload": w.name, "method": method, "executor": fast if method in ("fast", "sharded2")
+                         else method, "clients_per_round": w.selected, "batch": w.batch,
+                         "client_steps_per_s": rate, "samples_per_s": rate * w.batch,
+                         "gflops": rate * flops / 1e9, "matmul_fraction": rate * flops / peak,
+                         "step_mflop": flops / 1e6, "data": w.data})
+        base = {r["method"]: r["client_steps_per_s"] for r in rows if r["workload"] == w.name}
+        ratios = ", ".join(f"{m} {base[m] / base['dataloader']:.2f}x" for m in base if m != "dataloader")
+        print(f"[bench] {w.name}: " + ", ".join(f"{m} {v:.0f}" for m, v in base.items())
+              + f" client-steps/s; vs dataloader: {ratios}; fast/sequential {base['fast'] / base['sequential']:.2f}x")
+    frame = pd.DataFrame(rows)
+    frame["matmul_gflops"] = peak / 1e9
+    frame["threads"] = threads
+    frame["date"] = time.strftime("%Y-%m-%d")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "bench.csv", index=False)
+    md = markdown(frame, peak, threads)
+    if args.profile == "paper":
+        b10 = Workload("mnist_mlp_p10_b10", {"name": "mlp", "hidden": [200, 200]}, chosen[0].x, chosen[0].y,
+                       100, 600, 10, 0.1, "generated MNIST-shaped")
+        rate = executor_rate(b10, "batched", seconds)
+        proj = fen_table2_projection(rate)
+        line = (f"FedElasticNet Table 2, MNIST rows at profile=paper ({proj['runs']} runs, "
+                f"{proj['client_steps'] / 1e6:.1f} M client-steps of batch 10): fast executor at {rate:.0f} "
+                f"client-steps/s -> {proj['projected_seconds'] / 60:.0f} min of local training (evaluation extra)")
+        print(f"[bench] {line}")
+        md += f"\n- {line}\n"
+    (out / "bench.md").write_text(md, encoding="utf-8")
+    print(md)
+    print(f"[bench] csv: {out / 'bench.csv'}")
+    return 0
+
+
+def markdown(frame: pd.DataFrame, peak: float, threads: int) -> str:
+    lines = []
+    for r in frame.to_dict("records"):
+        base = frame[(frame.workload == r["workload"]) & (frame.method == "dataloader")].client_steps_per_s.iloc[0]
+        seq = frame[(frame.workload == r["workload"]) & (frame.method == "sequential")].client_steps_per_s.iloc[0]
+        lines.append([r["workload"], r["method"], r["executor"], f"{r['client_steps_per_s']:.0f}",
+                      f"{r['samples_per_s']:.0f}", f"{r['gflops']:.1f}", f"{r['matmul_fraction']:.0%}",
+                      f"{r['client_steps_per_s'] / base:.2f}x", f"{r['client_steps_per_s'] / seq:.2f}x"])
+    headers = ["workload", "method", "executor", "client-steps/s", "samples/s", "GFLOP/s", "of matmul",
+               "vs dataloader", "vs sequential"]
+    return "\n".join([f"### make bench ({time.strftime('%Y-%m-%d')}, {platform.machine()}, {threads} threads, "
+                      f"matmul {peak / 1e9:.1f} GFLOP/s)", "",
+                      markdown_grid(headers, lines, right_align={3, 4, 5, 6, 7, 8})]) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
