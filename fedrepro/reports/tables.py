@@ -222,10 +222,12 @@ def to_markdown(table: pd.DataFrame, title: str, notes: list[str]) -> str:
 
 def write_table(table: pd.DataFrame, out_dir, stem: str, *, title: str | None = None,
                 notes: list[str] = ()) -> dict[str, Path]:
-    """Write <stem>.md (rendered) and <stem>.csv (every column) into out_dir."""
+    """Write <stem>.md (rendered) and <stem>.csv (every column) into out_dir, each atomically
+    (a sweep killed while writing leaves the previous table, never half of one)."""
+    from fedrepro import store
+
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"md": out_dir / f"{stem}.md", "csv": out_dir / f"{stem}.csv"}
-    paths["md"].write_text(to_markdown(table, title or stem, list(notes)), encoding="utf-8")
-    table.to_csv(paths["csv"], index=False)
+    store.write_text(paths["md"], to_markdown(table, title or stem, list(notes)))
+    store.write_text(paths["csv"], table.to_csv(index=False))
     return paths
