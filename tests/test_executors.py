@@ -176,3 +176,16 @@ def test_client_state_is_stated_and_refused_beyond_free_memory(monkeypatch, caps
     monkeypatch.setattr(run, "_available_memory", lambda: 2 ** 32)  # 4 GiB free
     with pytest.raises(ConfigError, match="fewer algorithm.blocks"):
         run.check_memory(cfg, 1000 * 5 * 199210 * 4, 1000, 199210, quiet=True)
+
+
+def test_bench_writes_its_table(tmp_path, monkeypatch):
+    """`make bench`'s script end to end on the smallest workload (speed is not asserted here)."""
+    from experiments import bench
+
+    monkeypatch.delenv("FEDREPRO_DATA_ROOT", raising=False)  # generated a1a-shaped data
+    assert bench.main(["--profile", "smoke", "--only", "a1a_logistic", "--out", str(tmp_path)]) == 0
+    frame = pd.read_csv(tmp_path / "bench.csv")
+    assert list(frame.method) == ["dataloader", "sequential", "fast"]
+    assert list(frame.executor) == ["dataloader", "sequential", "batched"]
+    assert (frame.client_steps_per_s > 0).all() and (frame.step_mflop > 0).all()
+    assert "vs sequential" in (tmp_path / "bench.md").read_text()
