@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from fedrepro import store
 from fedrepro.algorithms import Federation
 from fedrepro.algorithms.fedavg import FedAvg
 from fedrepro.algorithms.feddyn import FedDyn
@@ -399,7 +400,7 @@ def test_resume_with_error_feedback_state_is_exact(tmp_path):
     cfg = compose_config([*overrides, f"results_root={tmp_path / 'b'}"])
     with pytest.raises(Interrupted):
         run_experiment(cfg, interrupt_after=3, quiet=True)  # last checkpoint: round 2
-    state = torch.load(tmp_path / "b" / "runs" / clean.key / "checkpoint.pt", weights_only=False)
+    state = store.load_checkpoint(tmp_path / "b" / "runs" / clean.key, clean.key)
     assert set(state["loop"]["channel"]) == {"up/delta", "down/model"}
     assert state["loop"]["channel"]["up/delta"].shape == (100, clean.summary["dim"])
     resumed = run_experiment(cfg, quiet=True)
