@@ -110,11 +110,16 @@ def time_rounds(run_round, client_steps_per_round: int, seconds: float) -> float
     return rounds * client_steps_per_round / (time.perf_counter() - t0)
 
 
-def executor_rate(w: Workload, kind: str, seconds: float) -> float:
+def executor_and_jobs(w: Workload, kind: str):
+    """Our `kind` executor on the workload, and one round's jobs (FedAvg's plain local objective)."""
     model, w0, idx = w.build()
     cls = BatchedExecutor if kind == "batched" else SequentialExecutor
     ex = cls(model, w.x, w.y, idx, batch_size=w.batch, weight_decay=1e-4, clip_norm=10.0, seed=0)
-    jobs = [ClientJob(k, LocalObjective(anchor=w0), w.steps) for k in range(w.selected)]
+    return ex, [ClientJob(k, LocalObjective(anchor=w0), w.steps) for k in range(w.selected)]
+
+
+def executor_rate(w: Workload, kind: str, seconds: float) -> float:
+    ex, jobs = executor_and_jobs(w, kind)
     return time_rounds(lambda r: ex.run(jobs, 0.01, r), w.selected * w.steps, seconds)
 
 
@@ -148,11 +153,8 @@ def dataloader_rate(w: Workload, seconds: float) -> float:
 def _sharded_rank(fabric, w: Workload, kind: str, seconds: float) -> float:
     from fedrepro.engine.sharded import ShardedExecutor
 
-    model, w0, idx = w.build()
-    cls = BatchedExecutor if kind == "batched" else SequentialExecutor
-    ex = ShardedExecutor(cls(model, w.x, w.y, idx, batch_size=w.batch, weight_decay=1e-4, clip_norm=10.0,
-                             seed=0), fabric)
-    jobs = [ClientJob(k, LocalObjective(anchor=w0), w.steps) for k in range(w.selected)]
+    inner, jobs = executor_and_jobs(w, kind)
+    ex = ShardedExecutor(inner, fabric)
     # a fixed round count on every rank (the ranks must make the same collectives)
     ex.run(jobs, 0.01, 0)
     fabric.barrier()

@@ -164,7 +164,7 @@ def run_centralized(cfg: DictConfig, key: str, folder: Path, quiet: bool = False
     folder.mkdir(parents=True, exist_ok=True)
     store.write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     (folder / "metrics.csv").unlink(missing_ok=True)  # left by an unfinished earlier attempt
-    _, loggers = _loggers(cfg, folder, key)  # CSV, plus W&B offline with logger=wandb
+    loggers = _loggers(cfg, folder, key)  # CSV, plus W&B offline with logger=wandb
     pl.seed_everything(cfg.seed, verbose=False)
 
     eval_data = evaluation_sets(cfg, data)  # the same seeded subsets as a federated run

@@ -19,10 +19,9 @@ from fedrepro.compression import build_channel
 from fedrepro.config import effective, resolved_executor, run_key, validate
 from fedrepro.data.loaders import dataset_for
 from fedrepro.data.partition import make_partition, partition_summary
+from fedrepro.engine import sharded
 from fedrepro.engine.batched import BatchedExecutor
 from fedrepro.engine.local import SequentialExecutor
-from fedrepro.engine import sharded
-from fedrepro.engine.sharded import ShardedExecutor
 from fedrepro.engine.loop import EvalData, RoundLoop, Schedule
 from fedrepro.engine.seeding import derive_seed, generator
 from fedrepro.errors import ConfigError, DivergenceError
@@ -89,11 +88,11 @@ def evaluation_sets(cfg: DictConfig, data) -> EvalData:
                     data.y_train if train_idx is None else data.y_train[train_idx])
 
 
-def _loggers(cfg: DictConfig, folder: Path, key: str):
+def _loggers(cfg: DictConfig, folder: Path, key: str) -> list:
+    """The run's loggers: CSV always, plus W&B with logger=wandb."""
     from lightning.fabric.loggers import CSVLogger
 
-    csv = CSVLogger(root_dir=str(folder), name="", version="")
-    loggers = [csv]
+    loggers = [CSVLogger(root_dir=str(folder), name="", version="")]
     if cfg.logger.name == "wandb":
         # Offline unless the user asks otherwise: a run must never wait on the network.
         # The API key and entity are read by wandb from the environment only.
@@ -104,7 +103,7 @@ def _loggers(cfg: DictConfig, folder: Path, key: str):
         loggers.append(WandbLogger(project=cfg.logger.wandb_project, name=key, id=key,
                                    save_dir=str(folder), mode=cfg.logger.wandb_mode,
                                    config=OmegaConf.to_container(cfg, resolve=True)))
-    return csv, loggers
+    return loggers
 
 
 @dataclass
@@ -172,7 +171,7 @@ def build_federation(cfg: DictConfig, data, parts: list, device="cpu", *, ledger
                               weight_decay=t.weight_decay, clip_norm=t.clip_norm, seed=cfg.seed,
                               augment=data.augment)
     if fabric is not None and fabric.world_size > 1:
-        executor = ShardedExecutor(executor, fabric)
+        executor = sharded.ShardedExecutor(executor, fabric)
     loop = RoundLoop(model=model, algorithm=algorithm, executor=executor, ledger=ledger,
                      client_sizes=sizes, theta0=theta0, eff=eff, eval_data=eval_data,
                      schedule=Schedule(t.lr, t.lr_decay, t.batch_size, p.mode, p.rate,
@@ -225,7 +224,7 @@ def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Opt
         store.write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
         store.write_json(folder / "partition.json",
                          partition_summary(partition_labels(data), parts, data.num_classes))
-        loggers = _loggers(cfg, folder, key)[1]
+        loggers = _loggers(cfg, folder, key)
     else:
         loggers = []
     fabric.seed_everything(cfg.seed, verbose=False)
@@ -315,7 +314,7 @@ def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Opt
     if attack is not None:
         summary["attack"] = attack.finish(status, error)
     summary["processes"] = fabric.world_size
-    summary["executor"] = type(loop.executor).__name__
+    summary["executor"] = type(getattr(loop.executor, "inner", loop.executor)).__name__
     if not leader:
         return RunResult(key, folder, summary, reused=False)
     store.save_torch(folder / "model.pt", algorithm.server_model().cpu())

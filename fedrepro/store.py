@@ -404,12 +404,13 @@ def execute(cfg, *, quiet: bool = True, log=None):
     A run that raises (anything but missing data) is recorded in the store (`record_failure`) and
     comes back as a Failure; the next attempt recomputes it (run_experiment reuses only finished
     and diverged runs). KeyboardInterrupt / SIGKILL leave the run resumable from its checkpoint."""
-    from fedrepro.config import run_key
+    from fedrepro.config import run_key, validate
     from fedrepro.errors import DataError, FedreproError
     from fedrepro.run import run_experiment
 
     t0 = time.perf_counter()
-    try:
+    try:  # an invalid config is refused before it gets a folder: there is no run to record
+        validate(cfg)
         key = run_key(cfg)
     except Exception as exc:  # noqa: BLE001
         return Failure(one_line(exc), detail=str(exc))

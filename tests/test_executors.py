@@ -7,8 +7,8 @@ from omegaconf import OmegaConf
 
 from fedrepro.algorithms.base import LocalObjective, LocalRule
 from fedrepro.config import compose_config, resolved_executor, run_key, validate
-from fedrepro.engine.batched import BatchedExecutor, schedule_rows
-from fedrepro.engine.local import ClientJob, SequentialExecutor, batch_schedule
+from fedrepro.engine.batched import BatchedExecutor
+from fedrepro.engine.local import ClientJob, SequentialExecutor, batch_schedule, schedule_rows
 from fedrepro.engine.seeding import generator
 from fedrepro.engine.sharded import shares
 from fedrepro.errors import ConfigError

@@ -15,6 +15,7 @@ LoSAC Figure 6 (experiments/losac/fig6.py) drives the same pieces over its in-pr
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Optional
@@ -134,8 +135,6 @@ class UploadAttack:
         return self.folder / "attack.json"
 
     def _previous(self) -> Optional[dict]:
-        import json
-
         try:
             return json.loads(self.path.read_text()) if self.path.exists() else None
         except json.JSONDecodeError:

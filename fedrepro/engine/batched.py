@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedrepro.engine.local import ClientJob, SequentialExecutor
+from fedrepro.engine.local import ClientJob, SequentialExecutor, schedule_rows
 from fedrepro.engine.seeding import generator
 from fedrepro.errors import ConfigError
 from fedrepro.models.flat import FlatModel
@@ -54,26 +54,6 @@ def linear_stack(model: FlatModel) -> list[tuple[int, int, int, int]]:
     return [(offsets[2 * i], offsets[2 * i + 1], m.in_features, m.out_features) for i, m in enumerate(linears)]
 
 
-def matmul_flops(layers: list[tuple[int, int, int, int]], batch: int) -> int:
-    """Multiply-add FLOPs of one local step on one client's batch: forward, weight gradients,
-    and input gradients of every layer but the first (what the step computes)."""
-    per = [2 * batch * fan_in * fan_out for _, _, fan_in, fan_out in layers]
-    return 2 * sum(per) + sum(per[1:])
-
-
-def schedule_rows(idx: torch.Tensor, batch_size: int, steps: int, g: torch.Generator) -> torch.Tensor:
-    """(steps, batch_size) training rows of one client, -1 for padding: the batches that
-    `batch_schedule` draws from the same generator (a fresh permutation per epoch, its last
-    batch partial), laid out as a matrix."""
-    n = len(idx)
-    per_epoch = -(-n // batch_size)
-    epochs = -(-steps // per_epoch) if steps else 0
-    out = torch.full((epochs, per_epoch * batch_size), -1, dtype=torch.long, device=idx.device)
-    for e in range(epochs):
-        out[e, :n] = idx[torch.randperm(n, generator=g).to(idx.device)]
-    return out.view(epochs * per_epoch, batch_size)[:steps]
-
-
 class BatchedExecutor(SequentialExecutor):
     """All selected clients' local SGD steps as batched matrix products (see the module doc)."""
 
@@ -88,7 +68,6 @@ class BatchedExecutor(SequentialExecutor):
         self.layers = linear_stack(model)
         self.features = x.reshape(len(x), -1)
         self.loss_kind = model.loss_kind
-        self.steps_done = 0  # client-steps trained (benchmarks)
 
     def run(self, jobs: list[ClientJob], lr: float, round: int):
         anchor = jobs[0].objective.anchor
@@ -124,7 +103,6 @@ class BatchedExecutor(SequentialExecutor):
 
         objs = [j.objective for j in jobs]
         w = torch.stack([(o.anchor if o.start is None else o.start) for o in objs])
-        anchors = torch.stack([o.anchor for o in objs])
         linear = torch.stack([o.linear for o in objs]) if any(o.linear is not None for o in objs) else None
         if linear is not None and any(o.linear is None for o in objs):
             raise ConfigError("jobs of one round mix local objectives with and without a linear term")
@@ -132,6 +110,7 @@ class BatchedExecutor(SequentialExecutor):
         mu, l1 = per_client([o.prox_mu for o in objs]), per_client([o.l1 for o in objs])
         decay = per_client([self.weight_decay + o.extra_decay for o in objs])
         has_mu, has_l1, has_decay = bool(mu.any()), bool(l1.any()), bool(decay.any())
+        anchors = torch.stack([o.anchor for o in objs]) if has_mu or has_l1 else None
         total = torch.zeros(s, dtype=w.dtype, device=dev)
         grad = torch.empty_like(w)
         for t in range(horizon):
@@ -151,7 +130,6 @@ class BatchedExecutor(SequentialExecutor):
             if self.clip_norm is not None:
                 coef = coef * torch.clamp(self.clip_norm / (grad.norm(dim=1, keepdim=True) + 1e-6), max=1.0)
             w.addcmul_(coef.expand_as(grad), grad, value=-1.0)
-        self.steps_done += int(steps.sum())
         mean_loss = total / steps.to(dev, w.dtype).clamp(min=1)
         mean_loss = torch.where(torch.isfinite(mean_loss), mean_loss, torch.full_like(mean_loss, math.nan))
         return w, mean_loss

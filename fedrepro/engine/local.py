@@ -35,13 +35,21 @@ class ClientJob:
     steps: int
 
 
+def schedule_rows(idx: torch.Tensor, batch_size: int, steps: int, g: torch.Generator) -> torch.Tensor:
+    """(steps, batch_size) entries of `idx`, -1 for padding: a fresh permutation of idx per epoch
+    drawn from g, cut into ceil(n / B) batches with the last one partial (FedDyn's epochs)."""
+    n = len(idx)
+    per_epoch = -(-n // batch_size)
+    epochs = -(-steps // per_epoch) if steps else 0
+    out = torch.full((epochs, per_epoch * batch_size), -1, dtype=torch.long, device=idx.device)
+    for e in range(epochs):
+        out[e, :n] = idx[torch.randperm(n, generator=g).to(idx.device)]
+    return out.view(epochs * per_epoch, batch_size)[:steps]
+
+
 def batch_schedule(n: int, batch_size: int, steps: int, g: torch.Generator, device) -> list[torch.Tensor]:
-    """`steps` batches of positions 0..n-1: fresh permutation each epoch, last batch partial."""
-    batches: list[torch.Tensor] = []
-    while len(batches) < steps:
-        perm = torch.randperm(n, generator=g, device=device)
-        batches.extend(perm.split(batch_size))
-    return batches[:steps]
+    """`steps` batches of positions 0..n-1 (`schedule_rows` without the padding)."""
+    return [r[r >= 0] for r in schedule_rows(torch.arange(n, device=device), batch_size, steps, g)]
 
 
 def block_partition(n: int, num_blocks: int, seed: int, client: int) -> list[torch.Tensor]:

@@ -52,13 +52,17 @@ class ShardedExecutor:
             models[:len(mine)], losses[:len(mine)] = m, l.to(losses.device)
             if buffer_dim:
                 buffers[:len(mine)] = self.inner.last_buffers
-        # one collective per tensor per round: (world, width, ...) on every rank
-        all_models, all_losses = self.fabric.all_gather(models), self.fabric.all_gather(losses)
-        order = [(r, i) for r, p in enumerate(parts) for i in range(len(p))]
-        pick = lambda t: torch.stack([t[r, i] for r, i in order])  # noqa: E731
+        # one collective per tensor per round, (world, width, ...) on every rank; the shares are
+        # contiguous, so the round's order is rank-major without the padding rows
+        order = torch.tensor([r * width + i for r, p in enumerate(parts) for i in range(len(p))],
+                             device=anchor.device)
+
+        def gathered(t: torch.Tensor) -> torch.Tensor:
+            return self.fabric.all_gather(t).flatten(0, 1).index_select(0, order)
+
         if buffer_dim:
-            self.last_buffers = pick(self.fabric.all_gather(buffers))
-        return pick(all_models), pick(all_losses).cpu()
+            self.last_buffers = gathered(buffers)
+        return gathered(models), gathered(losses).cpu()
 
 
 def spawn(train, processes: int, accelerator: str, *args):

@@ -14,6 +14,8 @@ class _TableParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         ns, rest = super().parse_known_args(args, namespace)
+        if getattr(ns, "launcher", None) not in (None, *LAUNCHER_CHOICES):  # from LAUNCHER=, unchecked by argparse
+            self.error(f"LAUNCHER={ns.launcher!r} is unknown; choose one of {', '.join(LAUNCHER_CHOICES)}")
         if getattr(ns, "launcher", None):
             os.environ["FEDREPRO_LAUNCHER"] = ns.launcher
         return ns, rest
