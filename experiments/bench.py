@@ -7,10 +7,12 @@ Measured in one process, one after the other, each for about `--seconds`:
 - matmul: a 2048 x 2048 float32 product (the machine's rate at this process's threads);
 - dataloader: what users would otherwise run: an nn.Module, torch.optim.SGD, clip_grad_norm_
   and one torch DataLoader (shuffle, batch B) per client, clients one after another;
-- sequential: our reference executor (engine/local.py);
+- sequential: our reference executor (engine/local.py; the CNN in the plain NCHW layout);
 - fast: `executor=auto`'s pick (the batched executor for MLPs and logistic regression, the
-  sequential one for the CNN and the LSTM);
-- sharded2: the fast executor sharded over 2 processes (each with half the threads).
+  sequential one in channels-last for the CNN, the sequential one for the LSTM);
+- sharded2: the fast executor sharded over 2 processes (each with half the threads);
+- products_only (batched workloads): the batched step's matrix products alone at their shapes,
+  the ceiling of any executor built on them.
 
 Workloads: (a) MNIST's MLP 784-200-200-10, 100 clients of 600 samples, batch 50, at 10 % and
 100 % participation; (b) the CIFAR CNN on generated CIFAR-shaped data (100 clients of 100
@@ -110,17 +112,42 @@ def time_rounds(run_round, client_steps_per_round: int, seconds: float) -> float
     return rounds * client_steps_per_round / (time.perf_counter() - t0)
 
 
-def executor_and_jobs(w: Workload, kind: str):
+def executor_and_jobs(w: Workload, kind: str, channels_last: bool = True):
     """Our `kind` executor on the workload, and one round's jobs (FedAvg's plain local objective)."""
     model, w0, idx = w.build()
+    model.channels_last = model.channels_last and channels_last
     cls = BatchedExecutor if kind == "batched" else SequentialExecutor
     ex = cls(model, w.x, w.y, idx, batch_size=w.batch, weight_decay=1e-4, clip_norm=10.0, seed=0)
     return ex, [ClientJob(k, LocalObjective(anchor=w0), w.steps) for k in range(w.selected)]
 
 
-def executor_rate(w: Workload, kind: str, seconds: float) -> float:
-    ex, jobs = executor_and_jobs(w, kind)
+def executor_rate(w: Workload, kind: str, seconds: float, channels_last: bool = True) -> float:
+    ex, jobs = executor_and_jobs(w, kind, channels_last)
     return time_rounds(lambda r: ex.run(jobs, 0.01, r), w.selected * w.steps, seconds)
+
+
+def products_rate(w: Workload, seconds: float) -> float:
+    """client-steps/s of the batched step's matrix products alone, at their shapes (forward,
+    weight gradients, input gradients past the first layer): the ceiling of any executor built
+    on these products, whatever it does between them."""
+    from fedrepro.engine.batched import linear_stack
+
+    model, _, _ = w.build()
+    s, b = w.selected, w.batch
+    layers = [(fan_in, fan_out) for _, _, fan_in, fan_out in linear_stack(model)]
+    ws = [torch.randn(s, o, i) for i, o in layers]
+    bs = [torch.randn(s, 1, o) for _, o in layers]
+    hs = [torch.randn(s, b, i) for i, _ in layers]
+    dzs = [torch.randn(s, b, o) for _, o in layers]
+
+    def step(_):
+        for k in range(len(layers)):
+            torch.baddbmm(bs[k], hs[k], ws[k].transpose(1, 2))
+        for k in range(len(layers) - 1, -1, -1):
+            torch.bmm(dzs[k].transpose(1, 2), hs[k])
+            if k:
+                torch.bmm(dzs[k], ws[k])
+    return time_rounds(step, s, seconds)
 
 
 def dataloader_rate(w: Workload, seconds: float) -> float:
@@ -238,23 +265,33 @@ def main(argv=None) -> int:
         chosen = [w for w in chosen if w.name in args.only.split(",")]
     for w in chosen:
         flops = step_flops(w)
-        fast = "batched" if w.model["name"] in ("mlp", "binary_logistic", "logistic") else "sequential"
-        rates = {"dataloader": dataloader_rate(w, seconds), "sequential": executor_rate(w, "sequential", seconds),
-                 "fast": executor_rate(w, fast, seconds) if fast == "batched" else None}
-        if rates["fast"] is None:
-            rates["fast"] = rates["sequential"]  # auto's pick is the sequential executor here
+        batched = w.model["name"] in ("mlp", "binary_logistic", "logistic")
+        conv = "cnn" in w.model["name"]
+        fast = "batched" if batched else "sequential"
+        # the CNN's sequential reference runs in the plain NCHW layout, its fast path channels-last
+        rates = {"dataloader": dataloader_rate(w, seconds),
+                 "sequential": executor_rate(w, "sequential", seconds, channels_last=not conv)}
+        rates["fast"] = executor_rate(w, fast, seconds) if batched or conv else rates["sequential"]
         if args.profile != "smoke":
             rates["sharded2"] = sharded_rate(w, fast, seconds)
+        if batched:
+            rates["products_only"] = products_rate(w, seconds)
+        names = {"fast": fast + (" (channels-last)" if conv else ""), "sharded2": fast,
+                 "products_only": "bmm alone"}
         for method, rate in rates.items():
-            rows.append({"workload": w.name, "method": method, "executor": fast if method in ("fast", "sharded2")
-                         else method, "clients_per_round": w.selected, "batch": w.batch,
+            rows.append({"workload": w.name, "method": method, "executor": names.get(method, method),
+                         "clients_per_round": w.selected, "batch": w.batch,
                          "client_steps_per_s": rate, "samples_per_s": rate * w.batch,
                          "gflops": rate * flops / 1e9, "matmul_fraction": rate * flops / peak,
                          "step_mflop": flops / 1e6, "data": w.data})
         base = {r["method"]: r["client_steps_per_s"] for r in rows if r["workload"] == w.name}
         ratios = ", ".join(f"{m} {base[m] / base['dataloader']:.2f}x" for m in base if m != "dataloader")
-        print(f"[bench] {w.name}: " + ", ".join(f"{m} {v:.0f}" for m, v in base.items())
-              + f" client-steps/s; vs dataloader: {ratios}; fast/sequential {base['fast'] / base['sequential']:.2f}x")
+        line = (f"[bench] {w.name}: " + ", ".join(f"{m} {v:.0f}" for m, v in base.items())
+                + f" client-steps/s; vs dataloader: {ratios}; fast/sequential {base['fast'] / base['sequential']:.2f}x")
+        if "products_only" in base:
+            line += (f"; fast = {base['fast'] / base['products_only']:.0%} of its products alone "
+                     f"({base['products_only'] * flops / peak:.0%} of the matmul rate)")
+        print(line)
     frame = pd.DataFrame(rows)
     frame["matmul_gflops"] = peak / 1e9
     frame["threads"] = threads

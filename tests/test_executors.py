@@ -7,6 +7,7 @@ from omegaconf import OmegaConf
 
 from fedrepro.algorithms.base import LocalObjective, LocalRule
 from fedrepro.config import compose_config, resolved_executor, run_key, validate
+from fedrepro.engine import fused
 from fedrepro.engine.batched import BatchedExecutor
 from fedrepro.engine.local import ClientJob, SequentialExecutor, batch_schedule, schedule_rows
 from fedrepro.engine.seeding import generator
@@ -65,6 +66,43 @@ def test_batched_steps_match_the_sequential_ones(hidden, classes, loss):
     assert torch.equal(b[2], w0)  # no steps: the start point, untouched
     moved = (a - w0).abs().max()
     assert moved > 0.1  # the steps did something the comparison can see
+
+
+@pytest.mark.parametrize("terms", ["none", "anchors", "linear", "all"])
+@pytest.mark.parametrize("clip", [None, "binding"])
+def test_fused_step_is_the_torch_step(terms, clip):
+    """The numba kernel (2 passes, chunked norm) against the torch form of the same step, on
+    d spanning several chunks, a client with coef 0 (past its last step: w untouched) and a
+    clip that binds for some clients only."""
+    assert fused._numba_kernel() is not None  # numba is a dependency: the CPU path must be the kernel
+    g = torch.Generator().manual_seed(0)
+    s, d = 5, 2 * fused._CHUNK + 123
+    w = torch.randn(s, d, generator=g)
+    grad = torch.randn(s, d, generator=g) * torch.tensor([0.001, 0.01, 1.0, 0.02, 5.0])[:, None]
+    anchors = w + 0.1 * torch.randn(s, d, generator=g) if terms in ("anchors", "all") else None
+    linear = 0.05 * torch.randn(s, d, generator=g) if terms in ("linear", "all") else None
+    per = dict(coef=torch.tensor([0.1, 0.0, 0.2, 0.3, 0.1]), decay=torch.tensor([1e-3, 1e-3, 0.0, 0.5, 2e-2]),
+               mu=torch.tensor([0.3, 0.0, 0.1, 1.0, 0.0]), l1=torch.tensor([0.01, 0.0, 0.0, 1e-4, 0.02]))
+    if clip is not None:  # a clip between the clients' total-gradient norms: it binds for some only
+        total = grad.clone()
+        fused.torch_sgd_step(w.clone(), total, anchors=anchors, linear=linear, clip=None, **per)
+        norms = total.norm(dim=1)
+        clip = float((norms.min() * norms.max()).sqrt())
+        assert bool((norms > clip).any() and (norms < clip).any()), norms
+    w_ref, grad_ref = w.clone(), grad.clone()
+    fused.torch_sgd_step(w_ref, grad_ref, anchors=anchors, linear=linear, clip=clip, **per)
+    fused.sgd_step(w, grad, anchors=anchors, linear=linear, clip=clip, **per)
+    assert torch.allclose(w, w_ref, atol=1e-6, rtol=1e-6), float((w - w_ref).abs().max())
+    assert torch.equal(w[1], w_ref[1])
+
+
+def test_fused_step_keeps_a_divergence_visible():
+    """No fast-math assumption of finite values: a NaN or inf gradient leaves NaN / inf in w."""
+    w, grad = torch.zeros(2, 1000), torch.ones(2, 1000)
+    grad[0, 7], grad[1, 3] = float("nan"), float("inf")
+    z = torch.zeros(2)
+    fused.sgd_step(w, grad, torch.full((2,), 0.1), decay=z, mu=z, l1=z, anchors=None, linear=None, clip=None)
+    assert torch.isnan(w[0, 7]) and torch.isinf(w[1, 3])
 
 
 def test_batch_schedule_is_the_sequential_one():
@@ -185,7 +223,7 @@ def test_bench_writes_its_table(tmp_path, monkeypatch):
     monkeypatch.delenv("FEDREPRO_DATA_ROOT", raising=False)  # generated a1a-shaped data
     assert bench.main(["--profile", "smoke", "--only", "a1a_logistic", "--out", str(tmp_path)]) == 0
     frame = pd.read_csv(tmp_path / "bench.csv")
-    assert list(frame.method) == ["dataloader", "sequential", "fast"]
-    assert list(frame.executor) == ["dataloader", "sequential", "batched"]
+    assert list(frame.method) == ["dataloader", "sequential", "fast", "products_only"]
+    assert list(frame.executor) == ["dataloader", "sequential", "batched", "bmm alone"]
     assert (frame.client_steps_per_s > 0).all() and (frame.step_mflop > 0).all()
     assert "vs sequential" in (tmp_path / "bench.md").read_text()

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedrepro.engine.fused import sgd_step
 from fedrepro.engine.local import ClientJob, SequentialExecutor, schedule_rows
 from fedrepro.engine.seeding import generator
 from fedrepro.errors import ConfigError
@@ -106,30 +107,17 @@ class BatchedExecutor(SequentialExecutor):
         linear = torch.stack([o.linear for o in objs]) if any(o.linear is not None for o in objs) else None
         if linear is not None and any(o.linear is None for o in objs):
             raise ConfigError("jobs of one round mix local objectives with and without a linear term")
-        per_client = lambda values: torch.tensor(values, dtype=w.dtype, device=dev)[:, None]  # noqa: E731
+        per_client = lambda values: torch.tensor(values, dtype=w.dtype, device=dev)  # noqa: E731
         mu, l1 = per_client([o.prox_mu for o in objs]), per_client([o.l1 for o in objs])
         decay = per_client([self.weight_decay + o.extra_decay for o in objs])
-        has_mu, has_l1, has_decay = bool(mu.any()), bool(l1.any()), bool(decay.any())
-        anchors = torch.stack([o.anchor for o in objs]) if has_mu or has_l1 else None
+        anchors = torch.stack([o.anchor for o in objs]) if bool(mu.any() or l1.any()) else None
+        coefs = (lr * moving).to(w.dtype)  # (S, T): 0 for clients past their last step
         total = torch.zeros(s, dtype=w.dtype, device=dev)
         grad = torch.empty_like(w)
         for t in range(horizon):
             total += self._data_gradient(w, grad, rows[:, t], weight[:, t])
-            if has_mu or has_l1:
-                diff = w - anchors
-                if has_mu:
-                    grad.addcmul_(mu.expand_as(diff), diff)
-                if has_l1:
-                    grad.addcmul_(l1.expand_as(diff), diff.sign_())
-            if linear is not None:
-                grad += linear
-            # w <- w - lr (clip(g) + decay w) = (1 - lr decay) w - lr scale g: two passes over w
-            coef = (lr * moving[:, t]).to(w.dtype)[:, None]  # (S, 1): 0 for clients done
-            if has_decay:
-                w.mul_(1 - coef * decay)
-            if self.clip_norm is not None:
-                coef = coef * torch.clamp(self.clip_norm / (grad.norm(dim=1, keepdim=True) + 1e-6), max=1.0)
-            w.addcmul_(coef.expand_as(grad), grad, value=-1.0)
+            sgd_step(w, grad, coefs[:, t], decay=decay, mu=mu, l1=l1, anchors=anchors, linear=linear,
+                     clip=self.clip_norm)
         mean_loss = total / steps.to(dev, w.dtype).clamp(min=1)
         mean_loss = torch.where(torch.isfinite(mean_loss), mean_loss, torch.full_like(mean_loss, math.nan))
         return w, mean_loss

@@ -50,6 +50,9 @@ class FlatModel:
         # train/eval switching matters only for BatchNorm / dropout; skip it otherwise (cheap steps)
         self._mode_sensitive = any(isinstance(m, (nn.modules.batchnorm._NormBase, nn.Dropout))
                                    for m in module.modules())
+        # convolutions run ~1.4x faster on the CPU in channels-last layout (oneDNN's native one;
+        # `make bench`'s CNN rows compare both); the flat weights stay as they are
+        self.channels_last = any(isinstance(m, nn.Conv2d) for m in module.modules())
 
     def flatten_module(self) -> torch.Tensor:
         """The module's current (initialized) parameters as one vector."""
@@ -86,6 +89,8 @@ class FlatModel:
         """Outputs of the model `w`. train=True: BatchNorm uses batch statistics and updates
         `buffers` (a client's copy of the running statistics) in place."""
         self._mode(train)
+        if self.channels_last and x.dim() == 4 and x.device.type == "cpu":
+            x = x.contiguous(memory_format=torch.channels_last)
         return functional_call(self.module, self._tensors(w, buffers), (x,))
 
     def loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
