@@ -227,3 +227,28 @@ def test_bench_writes_its_table(tmp_path, monkeypatch):
     assert list(frame.executor) == ["dataloader", "sequential", "batched", "bmm alone"]
     assert (frame.client_steps_per_s > 0).all() and (frame.step_mflop > 0).all()
     assert "vs sequential" in (tmp_path / "bench.md").read_text()
+
+
+@pytest.mark.parametrize("name", ["cnn_cifar", "resnet18_gn"])
+def test_channels_last_is_the_same_function(name):
+    """Conv models take 4-D inputs in channels-last layout on the CPU (the fast sequential path):
+    loss and flat gradient equal the NCHW ones to float rounding."""
+    model, w0 = build_model(OmegaConf.create({"name": name, "hidden": []}), (3, 32, 32), 10, seed=0)
+    assert model.channels_last
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(8, 3, 32, 32, generator=g), torch.randint(0, 10, (8,), generator=g)
+    conv = next(m for m in model.module.modules() if isinstance(m, torch.nn.Conv2d))
+    seen = []
+    conv.register_forward_pre_hook(lambda m, args: seen.append(
+        args[0].is_contiguous(memory_format=torch.channels_last)))
+    grads = {}
+    for layout in (True, False):
+        model.channels_last = layout
+        w = w0.clone().requires_grad_(True)
+        loss = model.loss(w, x, y)
+        grads[layout] = (loss.detach(), torch.autograd.grad(loss, w)[0])
+    assert seen == [True, False]  # the first convolution saw each layout
+    assert torch.allclose(grads[True][0], grads[False][0], rtol=1e-5)
+    assert torch.allclose(grads[True][1], grads[False][1], atol=1e-5, rtol=1e-4), \
+        float((grads[True][1] - grads[False][1]).abs().max())
+    assert not build_model(OmegaConf.create({"name": "mlp", "hidden": [8]}), (4,), 3, seed=0)[0].channels_last
