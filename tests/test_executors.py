@@ -105,6 +105,22 @@ def test_fused_step_keeps_a_divergence_visible():
     assert torch.isnan(w[0, 7]) and torch.isinf(w[1, 3])
 
 
+def test_fused_step_leaves_torch_threads_alone():
+    """numba's OpenMP layer shares torch's runtime, and starting its threads sets OpenMP's count
+    to all cores: torch's thread count must come back (sharded processes and joblib workers run
+    with fewer threads than cores). In a fresh interpreter, where the threads start."""
+    import subprocess
+    import sys
+
+    code = ("import torch; torch.set_num_threads(1); from fedrepro.engine import fused; z = torch.zeros(2)\n"
+            "for _ in range(2):\n"
+            "    fused.sgd_step(torch.zeros(2, 5000), torch.ones(2, 5000), torch.full((2,), 0.1), decay=z, mu=z,"
+            " l1=z, anchors=None, linear=None, clip=1.0); print(torch.get_num_threads())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "1"], out.stdout
+
+
 def test_batch_schedule_is_the_sequential_one():
     idx = torch.arange(100, 147)
     for steps in (0, 1, 9, 10, 23):

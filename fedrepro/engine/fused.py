@@ -67,15 +67,26 @@ def _numba_kernel():
     """The compiled kernel, or None where numba is not installed (the torch form runs)."""
     if not _KERNEL:
         try:
-            _KERNEL.append(_compile())
+            kernel = _compile()
         except ImportError:
-            _KERNEL.append(None)
+            kernel = None
+        else:
+            # Starting numba's threads sets OpenMP's thread count to all cores, and its OpenMP
+            # layer shares torch's runtime: put torch's count back (sharded processes run one
+            # thread each). numba's own pool ("workqueue") was measured slower than both.
+            threads = torch.get_num_threads()
+            import numba
+
+            numba.get_num_threads()
+            torch.set_num_threads(threads)
+        _KERNEL.append(kernel)
     return _KERNEL[0]
 
 
 def _compile():
     import numpy as np
     from numba import njit, prange
+
 
     # reassoc lets the norm's sum vectorize; no 'nnan'/'ninf', so a diverging step still
     # leaves NaN / inf in w for the loop's divergence check.
