@@ -41,6 +41,7 @@ from omegaconf import OmegaConf
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from fedrepro.algorithms.base import LocalObjective
+from fedrepro.config import BATCHED_MODELS
 from fedrepro.engine.batched import BatchedExecutor
 from fedrepro.engine.local import ClientJob, SequentialExecutor
 from fedrepro.models.flat import build_model
@@ -265,8 +266,8 @@ def main(argv=None) -> int:
         chosen = [w for w in chosen if w.name in args.only.split(",")]
     for w in chosen:
         flops = step_flops(w)
-        batched = w.model["name"] in ("mlp", "binary_logistic", "logistic")
-        conv = "cnn" in w.model["name"]
+        batched = w.model["name"] in BATCHED_MODELS
+        conv = w.build()[0].channels_last  # a model with convolutions
         fast = "batched" if batched else "sequential"
         # the CNN's sequential reference runs in the plain NCHW layout, its fast path channels-last
         rates = {"dataloader": dataloader_rate(w, seconds),

@@ -111,12 +111,12 @@ class BatchedExecutor(SequentialExecutor):
         mu, l1 = per_client([o.prox_mu for o in objs]), per_client([o.l1 for o in objs])
         decay = per_client([self.weight_decay + o.extra_decay for o in objs])
         anchors = torch.stack([o.anchor for o in objs]) if bool(mu.any() or l1.any()) else None
-        coefs = (lr * moving).to(w.dtype)  # (S, T): 0 for clients past their last step
+        coefs = (lr * moving).to(w.dtype).T.contiguous()  # (T, S): 0 for clients past their last step
         total = torch.zeros(s, dtype=w.dtype, device=dev)
         grad = torch.empty_like(w)
         for t in range(horizon):
             total += self._data_gradient(w, grad, rows[:, t], weight[:, t])
-            sgd_step(w, grad, coefs[:, t], decay=decay, mu=mu, l1=l1, anchors=anchors, linear=linear,
+            sgd_step(w, grad, coefs[t], decay=decay, mu=mu, l1=l1, anchors=anchors, linear=linear,
                      clip=self.clip_norm)
         mean_loss = total / steps.to(dev, w.dtype).clamp(min=1)
         mean_loss = torch.where(torch.isfinite(mean_loss), mean_loss, torch.full_like(mean_loss, math.nan))

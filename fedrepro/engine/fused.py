@@ -87,7 +87,6 @@ def _compile():
     import numpy as np
     from numba import njit, prange
 
-
     # reassoc lets the norm's sum vectorize; no 'nnan'/'ninf', so a diverging step still
     # leaves NaN / inf in w for the loop's divergence check.
     @njit(parallel=True, fastmath={"reassoc", "contract"}, cache=True, boundscheck=False)
