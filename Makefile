@@ -15,7 +15,10 @@ JOBS ?= 1
 # How a table target starts its runs: local (this process; joblib processes when JOBS > 1),
 # joblib, submitit_local, submitit_slurm (FEDREPRO_SLURM='partition=...,timeout_min=...'), ray.
 LAUNCHER ?= local
-export PROFILE SEEDS JOBS LAUNCHER
+# DONE_ONLY=1: a table or figure target trains nothing and fills its cells from the finished
+# runs in the results store (the others "not run (not computed yet)").
+DONE_ONLY ?=
+export PROFILE SEEDS JOBS LAUNCHER DONE_ONLY
 # glibc's malloc: keep the few-MB per-step temporaries of the batched executor in the heap
 # instead of mapping and unmapping them every step (docs/performance.md)
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456
@@ -52,7 +55,8 @@ status: install
 	$(PY) -m fedrepro.status $(TARGET)
 
 # Paper tables: our value beside the paper's (PROFILE=smoke|quick|paper, SEEDS=n, JOBS=n,
-# LAUNCHER=local|joblib|submitit_local|submitit_slurm|ray; every table and figure target below).
+# LAUNCHER=local|joblib|submitit_local|submitit_slurm|ray, DONE_ONLY=1; every table and figure
+# target below).
 table2 table3 table4 table5: install
 	$(PY) -m experiments.fedelasticnet.$@
 

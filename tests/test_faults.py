@@ -299,6 +299,27 @@ def test_status_lists_done_diverged_running_failed_interrupted_and_missing_runs(
     assert "results store" in capsys.readouterr().out
 
 
+def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatch, capsys):
+    from fedrepro.reports.grid import main as grid_main
+
+    monkeypatch.delenv("FEDREPRO_DONE_ONLY", raising=False)  # restored (unset) after the test
+    root = str(tmp_path)
+    common = ["--results-root", root, "--profile", "smoke", "--name", "partial"]
+    extra = ["--", "train.num_clients=10"]
+    assert grid_main([*common, "--cell=done=algorithm=fedavg", *extra]) == 0
+    runs_before = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    capsys.readouterr()
+    assert grid_main([*common, "--done-only", "--cell=done=algorithm=fedavg",
+                      "--cell=todo=algorithm=fedprox", *extra]) == 1  # one cell is not there yet
+    table = pd.read_csv(tmp_path / "tables" / "partial.csv").set_index("cell")
+    assert table.loc["done", "status"] == "ok" and 0 < table.loc["done", "ours_mean"] <= 1
+    assert table.loc["todo", "status"] == "not run" and "not computed yet" in table.loc["todo", "reason"]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == runs_before  # nothing was trained
+    from fedrepro.reports.grid import refuse_done_only  # targets with loops of their own say so
+    with pytest.raises(SystemExit, match="its own loop"):
+        refuse_done_only("losac-fig7")
+
+
 def test_slurm_launcher_submits_one_array_job_per_run_with_the_given_parameters(tmp_path, monkeypatch):
     """No SLURM here: a fake srun makes submitit's SLURM executor start; the sbatch script it
     would submit is captured instead of submitted."""

@@ -43,7 +43,7 @@ from fedrepro import store
 from fedrepro.config import compose_config, run_key
 from fedrepro.metrics.ledger import Ledger, shannon_entropy
 from fedrepro.reports.claims import FEN_T2_UNIT, claims_markdown, evaluate_claims
-from fedrepro.reports.grid import Cell
+from fedrepro.reports.grid import Cell, refuse_done_only
 from fedrepro.reports.reference import load_reference
 
 ALL_SPLITS = ["iid", "dirichlet0.6", "dirichlet0.3"]
@@ -150,6 +150,7 @@ def capture(overrides: list[str], args) -> dict:
     cache = Path(args.results_root) / "captures" / f"{key}.pt"
     if cache.exists():
         return torch.load(cache, weights_only=False)
+    refuse_done_only("FedElasticNet Fig. 2 (its capture of the uploaded values)")
     with tempfile.TemporaryDirectory() as tmp:
         cfg.results_root = tmp
         result = fedrepro.run.run_experiment(cfg, quiet=True, ledger_class=RecordingLedger)

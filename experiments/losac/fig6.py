@@ -35,6 +35,7 @@ from fedrepro.errors import DivergenceError
 from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import evaluate_claims
 from fedrepro.reports.figures import panel_grid
+from fedrepro.reports.grid import refuse_done_only
 from fedrepro.reports.tables import markdown_grid
 
 CLAIMS = ("LSC-F6-1", "LSC-F6-2")
@@ -106,6 +107,7 @@ def draw(curves: pd.DataFrame, summary: pd.DataFrame, path) -> None:
 def main(argv=None) -> int:
     ap = parser(__doc__.splitlines()[0], "mnist, har, esr", ignored=("seeds", "jobs", "splits"))
     args = ap.parse_args(argv)  # one seed-0 attack per (dataset, algorithm), in this process
+    refuse_done_only("losac-fig6")
     wanted = list(settings.FIG6) if args.datasets in (None, "all") else args.datasets.split(",")
     unknown = sorted(set(wanted) - set(settings.FIG6))
     if unknown:

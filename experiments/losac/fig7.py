@@ -31,6 +31,7 @@ from fedrepro.errors import DivergenceError
 from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import evaluate_claims
 from fedrepro.reports.figures import panel_grid
+from fedrepro.reports.grid import refuse_done_only
 from fedrepro.reports.tables import markdown_grid
 
 CLAIMS = ("LSC-F7-1", "LSC-F7-2", "LSC-F7-3")
@@ -109,6 +110,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", default=",".join(map(str, settings.FIG7_RANKS)),
                     help="comma-separated ranks of X_G (default: the paper's 32,16,8,4,2)")
     args = ap.parse_args(argv)  # seed 0, one process
+    refuse_done_only("losac-fig7")
     ranks = [int(x) for x in args.ranks.split(",")]
     recipe = settings.FIG7
     print(f"LoSAC Figure 7 at profile={args.profile}, lr={recipe.lr}, lambda={recipe.prox_weight}")

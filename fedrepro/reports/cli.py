@@ -1,5 +1,5 @@
 """The command-line options every table and figure target shares (make: PROFILE, SEEDS, JOBS,
-LAUNCHER)."""
+LAUNCHER, DONE_ONLY)."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +10,7 @@ LAUNCHER_CHOICES = ("local", "joblib", "submitit_local", "submitit_slurm", "ray"
 
 class _TableParser(argparse.ArgumentParser):
     """Parses as usual, then makes --launcher the default of every `measure_cells` of this
-    process (the targets pass --jobs to it, the launcher travels in FEDREPRO_LAUNCHER)."""
+    process (the targets pass --jobs to it, the launcher travels in FEDREPRO_LAUNCHER, DONE_ONLY)."""
 
     def parse_known_args(self, args=None, namespace=None):
         ns, rest = super().parse_known_args(args, namespace)
@@ -18,6 +18,8 @@ class _TableParser(argparse.ArgumentParser):
             self.error(f"LAUNCHER={ns.launcher!r} is unknown; choose one of {', '.join(LAUNCHER_CHOICES)}")
         if getattr(ns, "launcher", None):
             os.environ["FEDREPRO_LAUNCHER"] = ns.launcher
+        if getattr(ns, "done_only", False):
+            os.environ["FEDREPRO_DONE_ONLY"] = "1"  # read by every measure_cells (reports.grid)
         return ns, rest
 
 
@@ -39,4 +41,7 @@ def table_parser(description: str) -> argparse.ArgumentParser:
                     help="comma-separated dataset keys, or 'all' (every paper row; rows that cannot "
                          "run here are listed as 'not run'); default: the datasets runnable here")
     ap.add_argument("--splits", default="all", help="comma-separated split keys (iid, dirichlet0.6, ...) or 'all'")
+    ap.add_argument("--done-only", action="store_true", default=os.environ.get("DONE_ONLY") == "1",
+                    help="train nothing: fill the table from the finished runs in the results store, "
+                         "the others 'not run (not computed yet)' (make DONE_ONLY=1)")
     return ap

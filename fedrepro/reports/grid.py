@@ -8,6 +8,9 @@ and the data behind the number. Cells that cannot run here carry status "not run
 reason, so the table shows them instead of leaving them out; a run that raises is recorded in
 the store (status "failed", the error and round) and its cell shows "failed (reason)"; a
 diverged run's cell "diverged (round ...)". The rest of the sweep always completes.
+With FEDREPRO_DONE_ONLY=1 (a target's --done-only, make DONE_ONLY=1) nothing is trained: the
+cells are filled from the finished runs in the store and the others show "not run" (not
+computed yet), so a long target's table can be read, and committed, while it is under way.
 
 `python -m fedrepro.reports.grid --cell NAME=OVERRIDES ...` runs an ad-hoc grid the same way
 and prints its table (see `main`).
@@ -15,6 +18,7 @@ and prints its table (see `main`).
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +125,20 @@ LAUNCHERS = ("local", "joblib", "submitit_local", "submitit_slurm", "ray")
 
 # Set by `fedrepro.status`: measure_cells then only records its runs here and runs nothing.
 _PLAN: Optional[list] = None
+DONE_ONLY_ENV = "FEDREPRO_DONE_ONLY"
+NOT_COMPUTED = "not computed yet (rendered with --done-only: no finished run in the results store)"
+
+
+def done_only() -> bool:
+    """Whether this process renders from finished runs only (--done-only, make DONE_ONLY=1)."""
+    return os.environ.get(DONE_ONLY_ENV) == "1"
+
+
+def refuse_done_only(target: str) -> None:
+    """For the targets that train in loops of their own, outside the results store."""
+    if done_only():
+        raise SystemExit(f"{target} trains in its own loop, not through the results store, so it has "
+                         "nothing to render from: run it without --done-only (DONE_ONLY)")
 
 
 def default_launcher() -> str:
@@ -295,22 +313,24 @@ def launch(args: list[list[str]], *, jobs: int = 1, launcher: Optional[str] = No
     return _launch_ray(args, jobs, threads, log)
 
 
-def _planned(args: list[list[str]], labels: list[str]) -> list:
-    """Plan mode (fedrepro.status): record each run's key; done runs come back from the store,
-    the others as "not run" (nothing is computed)."""
+def _stored(args: list[list[str]], labels: list[str]) -> list:
+    """Outcomes from the store alone (nothing is computed): finished and diverged runs come back,
+    the others as "not run". In plan mode (fedrepro.status) each run's key is recorded too."""
     from fedrepro import store
     from fedrepro.config import run_key
     from fedrepro.run import RunResult
 
+    why = "DataError: planning only (fedrepro.status)" if _PLAN is not None else NOT_COMPUTED
     outcomes = []
     for a, label in zip(args, labels):
         cfg = compose_config(a)
         key = run_key(cfg)
-        _PLAN.append({"label": label, "key": key, "overrides": a, "results_root": str(cfg.results_root)})
+        if _PLAN is not None:
+            _PLAN.append({"label": label, "key": key, "overrides": a, "results_root": str(cfg.results_root)})
         folder = store.run_dir(cfg.results_root, key)
         s = store.read_summary(folder)
         outcomes.append(RunResult(key, folder, s, reused=True) if s is not None and s.get("status") in store.DONE
-                        else store.Failure("DataError: planning only (fedrepro.status)", "not run", key, folder))
+                        else store.Failure(why, "not run", key, folder))
     return outcomes
 
 
@@ -343,8 +363,8 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
         return " ".join(str(v) for v in cells[i].keys.values())
 
     args = [overrides(i, seed) for i, seed in tasks]
-    if _PLAN is not None:
-        outcomes = _planned(args, [f"{label(i)} seed {seed}" for i, seed in tasks])
+    if _PLAN is not None or done_only():
+        outcomes = _stored(args, [f"{label(i)} seed {seed}" for i, seed in tasks])
     else:
         outcomes = launch(args, jobs=jobs, launcher=launcher, results_root=results_root, log=log)
 
