@@ -178,6 +178,9 @@ def test_markdown_and_files(t2, tmp_path):
     md = tables.to_markdown(table, "FEN Table 2", ["quick profile: 20 rounds instead of 100"])
     assert md.startswith("### FEN Table 2")
     assert "- profile: quick" in md and "- seeds: 0,1,2" in md and "- data: synthetic" in md
+    assert "- executor:" not in md  # the runs did not name one
+    named = compare(ours_frame({"fedprox": 20.0}, executor="BatchedExecutor"), t2)
+    assert "- executor: BatchedExecutor" in tables.to_markdown(named, "FEN Table 2", [])
     assert "x1e7 elements" in md and "quick profile: 20 rounds" in md
     assert "| 0.99 |" in md.replace("  ", "")  # ratio to 2 decimals: 20/20.3
     header, rule = md.splitlines()[2:4]

@@ -407,7 +407,8 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
         rows.append({**base, "ours_mean": mean, "ours_lo": lo, "ours_hi": hi, "status": status,
                      "reason": reason, "n_seeds": len(values),
                      "seeds": ",".join(str(r.summary["seed"]) for r in runs),
-                     "data": first.get("data_source", ""), "dim": first.get("dim"),
+                     "data": first.get("data_source", ""), "executor": first.get("executor", ""),
+                     "dim": first.get("dim"),
                      "rounds_run": first.get("rounds"), "rounds_set": rounds_set,
                      "client_rounds": statistics.fmean(r.summary["client_rounds"] for r in runs) if runs else None})
     return pd.DataFrame(rows), summaries

@@ -16,12 +16,12 @@ import pandas as pd
 STATUSES = ("ok", "not run", "failed", "diverged")
 DEFAULT_MISSING_REASON = "not run in this profile"
 
-_OURS_DEFAULTS = {"reason": "", "profile": "", "seeds": "", "data": "", "n_seeds": 1}
+_OURS_DEFAULTS = {"reason": "", "profile": "", "seeds": "", "data": "", "executor": "", "n_seeds": 1}
 
 # Output columns after the keys, in order; the first four are what the markdown shows.
 OUTPUT_COLUMNS = [
     "ours", "paper", "ratio", "paper_confidence", "status", "reason", "profile", "seeds", "data",
-    "ours_mean", "ours_lo", "ours_hi", "n_seeds", "paper_value",
+    "executor", "ours_mean", "ours_lo", "ours_hi", "n_seeds", "paper_value",
 ]
 
 
@@ -121,14 +121,14 @@ def compare_table(ours: pd.DataFrame, reference: pd.DataFrame, keys: list[str], 
     _check_unique(ref, keys, "reference")
 
     ours_cols = list(keys) + ["ours_mean", "ours_lo", "ours_hi", "n_seeds", "status", "reason",
-                              "profile", "seeds", "data"]
+                              "profile", "seeds", "data", "executor"]
     both = ref.merge(ours[ours_cols], on=keys, how="left")
     only_ours = ours[ours_cols].merge(ref[keys], on=keys, how="left", indicator=True)
     only_ours = only_ours[only_ours["_merge"] == "left_only"].drop(columns="_merge")
     table = pd.concat([both, only_ours], ignore_index=True)
 
     # Text columns: NaN from the outer side becomes "" so formatting stays simple.
-    for col in ("status", "reason", "profile", "seeds", "data", "value_raw", "confidence", "implied"):
+    for col in ("status", "reason", "profile", "seeds", "data", "executor", "value_raw", "confidence", "implied"):
         table[col] = table[col].astype(object).where(table[col].notna(), "").astype(str)
     table["n_seeds"] = table["n_seeds"].fillna(0).astype(int)
     no_run = table["status"] == ""
@@ -186,8 +186,8 @@ def _summary(values: pd.Series) -> str:
 def to_markdown(table: pd.DataFrame, title: str, notes: list[str]) -> str:
     """Title, table (keys, ours, paper, ours/paper), then notes.
 
-    The caller's notes come first; lines for profile, seeds, data and units are added from
-    the table unless a caller note already starts with that word.
+    The caller's notes come first; lines for profile, seeds, data, executor (when the runs name
+    it) and units are added from the table unless a caller note already starts with that word.
     """
     keys = table.attrs.get("keys") or [c for c in table.columns if c not in OUTPUT_COLUMNS]
     headers = list(keys) + ["ours", "paper", "ours / paper"]
@@ -207,6 +207,8 @@ def to_markdown(table: pd.DataFrame, title: str, notes: list[str]) -> str:
         lines.append(f"seeds: {_summary(run['seeds'])}")
     if "data" not in given:
         lines.append(f"data: {_summary(run['data'])}")
+    if "executor" not in given and (run["executor"] != "").any():  # batched and sequential differ in rounding
+        lines.append(f"executor: {_summary(run['executor'])}")
     if "units" not in given:
         name, unit = table.attrs.get("value_name", ""), table.attrs.get("unit_note", "")
         lines.append(f"units: {name}" + (f" ({unit})" if unit else ""))
