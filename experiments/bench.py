@@ -20,6 +20,10 @@ samples, 10 %); (c) the Shakespeare LSTM on generated character sequences (10 cl
 sequences); (d) logistic regression on LIBSVM a1a (from FEDREPRO_DATA_ROOT, generated a1a-shaped
 data when absent), 10 clients, batch 50. One "round" gives each selected client one epoch.
 
+Evaluation: `engine.evaluate.evaluate` (forward only, the server model on held-out samples) in
+samples/s at eval batches of 100 to 10 000, per model, and the batch each model evaluates with
+(`FlatModel.eval_batch`); written to <out>/bench_eval.csv.
+
 FLOPs of one client step are counted by torch.utils.flop_counter on a sequential step (the
 forward and backward matrix products the step computes; the LSTM's gate products, which it does
 not see, are added as 3 x 2 x batch x length x gate weights), so GFLOP/s and the fraction of the
@@ -239,6 +243,26 @@ def _a1a(data_root, g):
     return x, torch.randint(0, 2, (1600,), generator=g), 10, 160, why
 
 
+EVAL_BATCHES = (100, 250, 1000, 2500, 10_000)
+
+
+def eval_rates(w: Workload, seconds: float) -> dict[int, float]:
+    """samples/s of evaluate() on the workload's first (up to 10 000) samples, per eval batch."""
+    from fedrepro.engine.evaluate import evaluate
+
+    model, w0, _ = w.build()
+    x, y = w.x[:10_000], w.y[:10_000]
+    rates = {}
+    for batch in EVAL_BATCHES:
+        evaluate(model, w0, x[:batch], y[:batch], batch_size=batch)  # warm-up
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds or n < 1:
+            evaluate(model, w0, x, y, batch_size=batch)
+            n += 1
+        rates[batch] = n * len(y) / (time.perf_counter() - t0)
+    return rates
+
+
 def fen_table2_projection(fast_rate_b10: float) -> dict:
     """FedElasticNet Table 2's MNIST rows at profile=paper: 6 algorithms x 3 splits, 100 rounds,
     10 of 100 clients a round, 10 epochs of 600 samples at batch 10."""
@@ -293,6 +317,18 @@ def main(argv=None) -> int:
             line += (f"; fast = {base['fast'] / base['products_only']:.0%} of its products alone "
                      f"({base['products_only'] * flops / peak:.0%} of the matmul rate)")
         print(line)
+    eval_rows = []
+    for w in chosen:
+        if w.name.endswith("_p100"):  # the same model as its 10 % workload
+            continue
+        rates = eval_rates(w, seconds / 3)
+        used = w.build()[0].eval_batch
+        eval_rows += [{"workload": w.name, "eval_batch": b, "samples_per_s": r, "used": b == used}
+                      for b, r in rates.items()]
+        best = max(rates, key=rates.get)
+        print(f"[bench] evaluation {w.name}: " + ", ".join(f"batch {b} {r:.0f}" for b, r in rates.items())
+              + f" samples/s; evaluates at batch {used} ({rates.get(used, float('nan')) / rates[best]:.0%} of "
+              f"the best, batch {best})")
     frame = pd.DataFrame(rows)
     frame["matmul_gflops"] = peak / 1e9
     frame["threads"] = threads
@@ -300,7 +336,9 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out / "bench.csv", index=False)
-    md = markdown(frame, peak, threads)
+    pd.DataFrame(eval_rows).assign(threads=threads, date=frame["date"].iloc[0]).to_csv(out / "bench_eval.csv",
+                                                                                      index=False)
+    md = markdown(frame, peak, threads) + eval_markdown(eval_rows)
     if args.profile == "paper":
         b10 = Workload("mnist_mlp_p10_b10", {"name": "mlp", "hidden": [200, 200]}, chosen[0].x, chosen[0].y,
                        100, 600, 10, 0.1, "generated MNIST-shaped")
@@ -330,6 +368,19 @@ def markdown(frame: pd.DataFrame, peak: float, threads: int) -> str:
     return "\n".join([f"### make bench ({time.strftime('%Y-%m-%d')}, {platform.machine()}, {threads} threads, "
                       f"matmul {peak / 1e9:.1f} GFLOP/s)", "",
                       markdown_grid(headers, lines, right_align={3, 4, 5, 6, 7, 8})]) + "\n"
+
+
+def eval_markdown(eval_rows: list[dict]) -> str:
+    """One line per workload: evaluation samples/s at each eval batch, the used one in bold."""
+    frame = pd.DataFrame(eval_rows)
+    if frame.empty:
+        return ""
+    lines = []
+    for name, g in frame.groupby("workload", sort=False):
+        lines.append([name] + [f"**{r.samples_per_s:.0f}**" if r.used else f"{r.samples_per_s:.0f}"
+                               for r in g.itertuples()])
+    headers = ["evaluation (samples/s)"] + [f"batch {b}" for b in frame.eval_batch.unique()]
+    return "\n" + markdown_grid(headers, lines, right_align=set(range(1, len(headers)))) + "\n"
 
 
 if __name__ == "__main__":

@@ -243,6 +243,9 @@ def test_bench_writes_its_table(tmp_path, monkeypatch):
     assert list(frame.executor) == ["dataloader", "sequential", "batched", "bmm alone"]
     assert (frame.client_steps_per_s > 0).all() and (frame.step_mflop > 0).all()
     assert "vs sequential" in (tmp_path / "bench.md").read_text()
+    evals = pd.read_csv(tmp_path / "bench_eval.csv")
+    assert list(evals.eval_batch) == list(bench.EVAL_BATCHES) and (evals.samples_per_s > 0).all()
+    assert evals.used.sum() == 1  # the model's own eval batch is among those timed
 
 
 @pytest.mark.parametrize("name", ["cnn_cifar", "resnet18_gn"])

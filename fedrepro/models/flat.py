@@ -53,6 +53,8 @@ class FlatModel:
         # convolutions run ~1.4x faster on the CPU in channels-last layout (oneDNN's native one;
         # `make bench`'s CNN rows compare both); the flat weights stay as they are
         self.channels_last = any(isinstance(m, nn.Conv2d) for m in module.modules())
+        # samples per forward pass in evaluation (engine/evaluate.py; `make bench` times the choices)
+        self.eval_batch = 10_000
 
     def flatten_module(self) -> torch.Tensor:
         """The module's current (initialized) parameters as one vector."""
