@@ -134,3 +134,26 @@ def test_wandb_logger_runs_offline(results, monkeypatch):
     r = run_experiment(compose_config([*SMOKE, "logger=wandb", f"results_root={results}"]), quiet=True)
     assert r.summary["status"] == "finished"
     assert list((r.folder / "wandb").glob("offline-run-*")), "no offline W&B run was written"
+
+
+@pytest.mark.parametrize("name,shape,classes,tokens", [("lstm", (80,), 80, True), ("cnn_cifar", (3, 32, 32), 10, False),
+                                                       ("mlp", (784,), 10, False)])
+def test_evaluation_does_not_depend_on_the_eval_batch(name, shape, classes, tokens):
+    """The eval batch is a speed choice only (FlatModel.eval_batch: 250 for convolutions and the
+    LSTM on the CPU, 10 000 for linear stacks): the accuracy is the same and the loss agrees to
+    float32 rounding whatever the batch."""
+    from omegaconf import OmegaConf
+
+    from fedrepro.engine.evaluate import evaluate
+    from fedrepro.models.flat import build_model
+
+    model, w = build_model(OmegaConf.create({"name": name, "hidden": [20]}), shape, classes, seed=0,
+                           token_inputs=tokens)
+    assert model.eval_batch == (10_000 if name == "mlp" else 250)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, classes, (300, *shape), generator=g) if tokens else torch.randn(300, *shape, generator=g)
+    y = torch.randint(0, classes, (300,), generator=g)
+    loss, acc = evaluate(model, w, x, y)
+    for batch in (7, 300):
+        other_loss, other_acc = evaluate(model, w, x, y, batch_size=batch)
+        assert other_acc == acc and other_loss == pytest.approx(loss, rel=1e-5)

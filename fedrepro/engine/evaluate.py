@@ -15,8 +15,8 @@ from fedrepro.models.flat import FlatModel
 def evaluate(model: FlatModel, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
              batch_size: Optional[int] = None) -> tuple[float, float]:
     """(mean loss, accuracy) of the model `w` on (x, y), in batches of `batch_size` (default:
-    the model's `eval_batch`)."""
-    batch_size = batch_size or model.eval_batch
+    the model's `eval_batch` on the CPU, 10 000 elsewhere)."""
+    batch_size = batch_size or (model.eval_batch if x.device.type == "cpu" else 10_000)
     loss_sum, correct = 0.0, 0
     for start in range(0, len(y), batch_size):
         loss, right = model.loss_and_correct(w, x[start:start + batch_size], y[start:start + batch_size])
