@@ -302,7 +302,7 @@ def test_status_lists_done_diverged_running_failed_interrupted_and_missing_runs(
 def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatch, capsys):
     from fedrepro.reports.grid import main as grid_main
 
-    monkeypatch.delenv("FEDREPRO_DONE_ONLY", raising=False)  # restored (unset) after the test
+    monkeypatch.setenv("FEDREPRO_DONE_ONLY", "0")  # recorded, so the variable is unset again after the test
     root = str(tmp_path)
     common = ["--results-root", root, "--profile", "smoke", "--name", "partial"]
     extra = ["--", "train.num_clients=10"]
@@ -315,7 +315,10 @@ def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatc
     assert table.loc["done", "status"] == "ok" and 0 < table.loc["done", "ours_mean"] <= 1
     assert table.loc["todo", "status"] == "not run" and "not computed yet" in table.loc["todo", "reason"]
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == runs_before  # nothing was trained
+    assert grid_main([*common, "--cell=todo=algorithm=fedprox", *extra]) == 0  # the next target trains again
     from fedrepro.reports.grid import refuse_done_only  # targets with loops of their own say so
+    refuse_done_only("losac-fig7")  # not asked for: nothing to refuse
+    monkeypatch.setenv("FEDREPRO_DONE_ONLY", "1")
     with pytest.raises(SystemExit, match="its own loop"):
         refuse_done_only("losac-fig7")
 

@@ -18,8 +18,11 @@ class _TableParser(argparse.ArgumentParser):
             self.error(f"LAUNCHER={ns.launcher!r} is unknown; choose one of {', '.join(LAUNCHER_CHOICES)}")
         if getattr(ns, "launcher", None):
             os.environ["FEDREPRO_LAUNCHER"] = ns.launcher
-        if getattr(ns, "done_only", False):
-            os.environ["FEDREPRO_DONE_ONLY"] = "1"  # read by every measure_cells (reports.grid)
+        if hasattr(ns, "done_only"):  # read by every measure_cells (reports.grid); set anew by each parse
+            if ns.done_only:
+                os.environ["FEDREPRO_DONE_ONLY"] = "1"
+            else:
+                os.environ.pop("FEDREPRO_DONE_ONLY", None)
         return ns, rest
 
 
