@@ -246,8 +246,9 @@ def _a1a(data_root, g):
 EVAL_BATCHES = (100, 250, 1000, 2500, 10_000)
 
 
-def eval_rates(w: Workload, seconds: float) -> dict[int, float]:
-    """samples/s of evaluate() on the workload's first (up to 10 000) samples, per eval batch."""
+def eval_rates(w: Workload, seconds: float) -> tuple[dict[int, float], int]:
+    """samples/s of evaluate() on the workload's first (up to 10 000) samples, per eval batch,
+    and the batch the model evaluates with on the CPU."""
     from fedrepro.engine.evaluate import evaluate
 
     model, w0, _ = w.build()
@@ -260,7 +261,7 @@ def eval_rates(w: Workload, seconds: float) -> dict[int, float]:
             evaluate(model, w0, x, y, batch_size=batch)
             n += 1
         rates[batch] = n * len(y) / (time.perf_counter() - t0)
-    return rates
+    return rates, model.eval_batch
 
 
 def fen_table2_projection(fast_rate_b10: float) -> dict:
@@ -321,8 +322,7 @@ def main(argv=None) -> int:
     for w in chosen:
         if w.name.endswith("_p100"):  # the same model as its 10 % workload
             continue
-        rates = eval_rates(w, seconds / 3)
-        used = w.build()[0].eval_batch
+        rates, used = eval_rates(w, seconds / 3)
         eval_rows += [{"workload": w.name, "eval_batch": b, "samples_per_s": r, "used": b == used}
                       for b, r in rates.items()]
         best = max(rates, key=rates.get)

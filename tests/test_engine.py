@@ -157,3 +157,5 @@ def test_evaluation_does_not_depend_on_the_eval_batch(name, shape, classes, toke
     for batch in (7, 300):
         other_loss, other_acc = evaluate(model, w, x, y, batch_size=batch)
         assert other_acc == acc and other_loss == pytest.approx(loss, rel=1e-5)
+    with pytest.raises(ValueError, match="batch_size=0"):
+        evaluate(model, w, x, y, batch_size=0)

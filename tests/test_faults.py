@@ -321,6 +321,10 @@ def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatc
     monkeypatch.setenv("FEDREPRO_DONE_ONLY", "1")
     with pytest.raises(SystemExit, match="its own loop"):
         refuse_done_only("losac-fig7")
+    monkeypatch.setenv("DONE_ONLY", "yes")  # make DONE_ONLY=yes: refused, naming the variable
+    with pytest.raises(SystemExit):
+        grid_main([*common, "--cell=todo=algorithm=fedprox", *extra])
+    assert "DONE_ONLY='yes'" in capsys.readouterr().err
 
 
 def test_slurm_launcher_submits_one_array_job_per_run_with_the_given_parameters(tmp_path, monkeypatch):

@@ -15,8 +15,11 @@ from fedrepro.models.flat import FlatModel
 def evaluate(model: FlatModel, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
              batch_size: Optional[int] = None) -> tuple[float, float]:
     """(mean loss, accuracy) of the model `w` on (x, y), in batches of `batch_size` (default:
-    the model's `eval_batch` on the CPU, 10 000 elsewhere)."""
-    batch_size = batch_size or (model.eval_batch if x.device.type == "cpu" else 10_000)
+    the model's, FlatModel.eval_batch_on)."""
+    if batch_size is None:
+        batch_size = model.eval_batch_on(x.device)
+    if batch_size < 1:
+        raise ValueError(f"evaluate: batch_size={batch_size}; it must be a positive number of samples")
     loss_sum, correct = 0.0, 0
     for start in range(0, len(y), batch_size):
         loss, right = model.loss_and_correct(w, x[start:start + batch_size], y[start:start + batch_size])

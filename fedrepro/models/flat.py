@@ -25,6 +25,9 @@ from fedrepro.errors import ConfigError
 from fedrepro.models.mlp import MLP, binary_logistic, logistic
 
 
+LARGE_EVAL_BATCH = 10_000
+
+
 class FlatModel:
     LOSSES = ("cross_entropy", "logistic", "squared")
 
@@ -53,12 +56,17 @@ class FlatModel:
         # convolutions run ~1.4x faster on the CPU in channels-last layout (oneDNN's native one;
         # `make bench`'s CNN rows compare both); the flat weights stay as they are
         self.channels_last = any(isinstance(m, nn.Conv2d) for m in module.modules())
-        # Samples per forward pass in evaluation on the CPU (engine/evaluate.py). Measured by
-        # `make bench` (2026-11-22, 1 and 2 threads): convolutions and the LSTM evaluate 1.1-3x
-        # faster in batches of 250 than of 10 000 (their activations stay in cache), the linear
-        # stacks are fastest in large batches. Off the CPU: 10 000.
+        # Samples per forward pass in evaluation on the CPU (engine/evaluate.py). Measured with
+        # `make bench`'s evaluate timing (2026-11-22, 1 and 2 threads; docs/performance.md):
+        # convolutions and the LSTM evaluate 1.1-3x faster in batches of 250 than of 10 000
+        # (their activations stay in cache), the linear stacks are fastest in large batches.
         recurrent = any(isinstance(m, nn.RNNBase) for m in module.modules())
-        self.eval_batch = 250 if self.channels_last or recurrent else 10_000
+        self.eval_batch = 250 if self.channels_last or recurrent else LARGE_EVAL_BATCH
+
+    def eval_batch_on(self, device: torch.device) -> int:
+        """The evaluation batch on `device`: `eval_batch` on the CPU, LARGE_EVAL_BATCH elsewhere
+        (not measured off the CPU)."""
+        return self.eval_batch if torch.device(device).type == "cpu" else LARGE_EVAL_BATCH
 
     def flatten_module(self) -> torch.Tensor:
         """The module's current (initialized) parameters as one vector."""

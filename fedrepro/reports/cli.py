@@ -9,8 +9,9 @@ LAUNCHER_CHOICES = ("local", "joblib", "submitit_local", "submitit_slurm", "ray"
 
 
 class _TableParser(argparse.ArgumentParser):
-    """Parses as usual, then makes --launcher the default of every `measure_cells` of this
-    process (the targets pass --jobs to it, the launcher travels in FEDREPRO_LAUNCHER, DONE_ONLY)."""
+    """Parses as usual, then makes --launcher and --done-only the defaults of every
+    `measure_cells` of this process (the targets pass --jobs to it; the other two travel in
+    FEDREPRO_LAUNCHER and FEDREPRO_DONE_ONLY, which each parse sets anew)."""
 
     def parse_known_args(self, args=None, namespace=None):
         ns, rest = super().parse_known_args(args, namespace)
@@ -18,7 +19,10 @@ class _TableParser(argparse.ArgumentParser):
             self.error(f"LAUNCHER={ns.launcher!r} is unknown; choose one of {', '.join(LAUNCHER_CHOICES)}")
         if getattr(ns, "launcher", None):
             os.environ["FEDREPRO_LAUNCHER"] = ns.launcher
-        if hasattr(ns, "done_only"):  # read by every measure_cells (reports.grid); set anew by each parse
+        if os.environ.get("DONE_ONLY", "") not in ("", "0", "1"):
+            self.error(f"DONE_ONLY={os.environ['DONE_ONLY']!r}: set DONE_ONLY=1 to render from finished runs "
+                       "only, or leave it empty")
+        if hasattr(ns, "done_only"):
             if ns.done_only:
                 os.environ["FEDREPRO_DONE_ONLY"] = "1"
             else:

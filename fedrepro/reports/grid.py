@@ -8,9 +8,9 @@ and the data behind the number. Cells that cannot run here carry status "not run
 reason, so the table shows them instead of leaving them out; a run that raises is recorded in
 the store (status "failed", the error and round) and its cell shows "failed (reason)"; a
 diverged run's cell "diverged (round ...)". The rest of the sweep always completes.
-With FEDREPRO_DONE_ONLY=1 (a target's --done-only, make DONE_ONLY=1) nothing is trained: the
-cells are filled from the finished runs in the store and the others show "not run" (not
-computed yet), so a long target's table can be read, and committed, while it is under way.
+With FEDREPRO_DONE_ONLY=1 (set by a target's --done-only, make DONE_ONLY=1; reports.cli) nothing
+is trained: the cells are filled from the finished runs in the store and the others show "not
+run" (not computed yet), so a long target's table can be read, and committed, while it is under way.
 
 `python -m fedrepro.reports.grid --cell NAME=OVERRIDES ...` runs an ad-hoc grid the same way
 and prints its table (see `main`).

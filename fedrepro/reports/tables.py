@@ -17,6 +17,8 @@ STATUSES = ("ok", "not run", "failed", "diverged")
 DEFAULT_MISSING_REASON = "not run in this profile"
 
 _OURS_DEFAULTS = {"reason": "", "profile": "", "seeds": "", "data": "", "executor": "", "n_seeds": 1}
+# The text columns a run brings along (what the notes summarize); one place to add another.
+_RUN_TEXT = [col for col, default in _OURS_DEFAULTS.items() if isinstance(default, str)]
 
 # Output columns after the keys, in order; the first four are what the markdown shows.
 OUTPUT_COLUMNS = [
@@ -120,15 +122,14 @@ def compare_table(ours: pd.DataFrame, reference: pd.DataFrame, keys: list[str], 
     _check_unique(ours, keys, "ours")
     _check_unique(ref, keys, "reference")
 
-    ours_cols = list(keys) + ["ours_mean", "ours_lo", "ours_hi", "n_seeds", "status", "reason",
-                              "profile", "seeds", "data", "executor"]
+    ours_cols = list(keys) + ["ours_mean", "ours_lo", "ours_hi", "n_seeds", "status", *_RUN_TEXT]
     both = ref.merge(ours[ours_cols], on=keys, how="left")
     only_ours = ours[ours_cols].merge(ref[keys], on=keys, how="left", indicator=True)
     only_ours = only_ours[only_ours["_merge"] == "left_only"].drop(columns="_merge")
     table = pd.concat([both, only_ours], ignore_index=True)
 
     # Text columns: NaN from the outer side becomes "" so formatting stays simple.
-    for col in ("status", "reason", "profile", "seeds", "data", "executor", "value_raw", "confidence", "implied"):
+    for col in ("status", *_RUN_TEXT, "value_raw", "confidence", "implied"):
         table[col] = table[col].astype(object).where(table[col].notna(), "").astype(str)
     table["n_seeds"] = table["n_seeds"].fillna(0).astype(int)
     no_run = table["status"] == ""
