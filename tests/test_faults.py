@@ -327,6 +327,21 @@ def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatc
     assert "DONE_ONLY='yes'" in capsys.readouterr().err
 
 
+def test_a_parse_sets_the_launcher_anew(monkeypatch):
+    """Two targets in one process: the first one's --launcher is not the second one's default."""
+    from fedrepro.reports.cli import table_parser
+    from fedrepro.reports.grid import default_launcher
+
+    monkeypatch.setenv("FEDREPRO_LAUNCHER", "local")  # recorded, so the test leaves it as it was
+    monkeypatch.delenv("LAUNCHER", raising=False)
+    table_parser("first").parse_args(["--launcher", "joblib"])
+    assert default_launcher() == "joblib"
+    assert table_parser("second").parse_args([]).launcher == "local"
+    assert default_launcher() == "local"
+    monkeypatch.setenv("LAUNCHER", "submitit_local")  # make LAUNCHER=... stays the default
+    assert table_parser("third").parse_args([]).launcher == "submitit_local"
+
+
 def test_slurm_launcher_submits_one_array_job_per_run_with_the_given_parameters(tmp_path, monkeypatch):
     """No SLURM here: a fake srun makes submitit's SLURM executor start; the sbatch script it
     would submit is captured instead of submitted."""

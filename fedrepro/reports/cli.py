@@ -17,7 +17,7 @@ class _TableParser(argparse.ArgumentParser):
         ns, rest = super().parse_known_args(args, namespace)
         if getattr(ns, "launcher", None) not in (None, *LAUNCHER_CHOICES):  # from LAUNCHER=, unchecked by argparse
             self.error(f"LAUNCHER={ns.launcher!r} is unknown; choose one of {', '.join(LAUNCHER_CHOICES)}")
-        if getattr(ns, "launcher", None):
+        if hasattr(ns, "launcher"):
             os.environ["FEDREPRO_LAUNCHER"] = ns.launcher
         if os.environ.get("DONE_ONLY", "") not in ("", "0", "1"):
             self.error(f"DONE_ONLY={os.environ['DONE_ONLY']!r}: set DONE_ONLY=1 to render from finished runs "
@@ -38,7 +38,7 @@ def table_parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", 1)),
                     help="runs at once (processes), each with cores/jobs threads")
     ap.add_argument("--launcher", choices=LAUNCHER_CHOICES,
-                    default=os.environ.get("LAUNCHER") or os.environ.get("FEDREPRO_LAUNCHER") or "local",
+                    default=os.environ.get("LAUNCHER") or "local",  # not FEDREPRO_LAUNCHER: the last parse's
                     help="how runs are started: local (this process, or joblib processes when "
                          "--jobs > 1), joblib, submitit_local, submitit_slurm (FEDREPRO_SLURM="
                          "'partition=...,timeout_min=...'), ray (RAY_ADDRESS or a local Ray)")
