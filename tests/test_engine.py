@@ -129,6 +129,25 @@ def test_diverging_run_stops_with_status_and_keeps_its_log(results):
     assert (r.folder / "metrics.csv").exists() and (r.folder / "summary.json").exists()
 
 
+def test_equal_evaluated_models_are_scored_once(results, monkeypatch):
+    """At 100 % participation the mean of the selected clients is the mean of all of them: the
+    loop scores it once and logs the same numbers under both labels."""
+    import fedrepro.engine.loop as loop
+
+    calls = []
+    scored = loop.evaluate
+    monkeypatch.setattr(loop, "evaluate", lambda *a, **k: calls.append(1) or scored(*a, **k))
+    cfg = compose_config([*SMOKE, "participation=p100", "train.num_clients=5", "profile.max_rounds=2",
+                          "train.eval_every=1", f"results_root={results}"])
+    r = run_experiment(cfg, quiet=True)
+    m = pd.read_csv(r.folder / "metrics.csv").dropna(subset=["selected_test_acc"])
+    # (test, train) x [round 0: server, all; rounds 1-2: server, all = selected]; without it, 16
+    assert len(m) == 2 and len(calls) == 2 * (2 + 2 * 2)
+    for part in ("test_acc", "test_loss", "train_loss"):
+        assert (m[f"all_{part}"] == m[f"selected_{part}"]).all()
+    assert not (m["server_test_loss"] == m["all_test_loss"]).all()  # FedAvg's server model is its own
+
+
 def test_wandb_logger_runs_offline(results, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     r = run_experiment(compose_config([*SMOKE, "logger=wandb", f"results_root={results}"]), quiet=True)

@@ -172,12 +172,15 @@ class RoundLoop:
         }
         if selected is not None:
             candidates["selected"] = alg.client_weights(selected).to(models.dtype) @ models
-        row = {}
+        row, scored = {}, []  # scored: (w, metrics) so far; at 100 % participation "all" equals "selected"
         for label, w in candidates.items():
-            test_loss, test_acc = evaluate(self.model, w, d.x_test, d.y_test)
-            train_loss, _ = evaluate(self.model, w, d.x_train, d.y_train)
-            row.update({f"{label}_test_acc": test_acc, f"{label}_test_loss": test_loss,
-                        f"{label}_train_loss": train_loss})
+            metrics = next((m for v, m in scored if torch.equal(v, w)), None)
+            if metrics is None:
+                test_loss, test_acc = evaluate(self.model, w, d.x_test, d.y_test)
+                train_loss, _ = evaluate(self.model, w, d.x_train, d.y_train)
+                metrics = (test_acc, test_loss, train_loss)
+                scored.append((w, metrics))
+            row.update(dict(zip((f"{label}_test_acc", f"{label}_test_loss", f"{label}_train_loss"), metrics)))
         personalized = alg.personalized()
         if personalized is not None:
             ex = self.executor
