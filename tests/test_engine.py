@@ -141,11 +141,11 @@ def test_equal_evaluated_models_are_scored_once(results, monkeypatch):
                           "train.eval_every=1", f"results_root={results}"])
     r = run_experiment(cfg, quiet=True)
     m = pd.read_csv(r.folder / "metrics.csv").dropna(subset=["selected_test_acc"])
-    # (test, train) x [round 0: server, all; rounds 1-2: server, all = selected]; without it, 16
+    # (test, train) x [round 0: server, all; rounds 1-2: server, all = selected]; without it, 16.
+    # FedAvg's server model (previous + mean upload) is not the clients' mean bit for bit: scored apart
     assert len(m) == 2 and len(calls) == 2 * (2 + 2 * 2)
     for part in ("test_acc", "test_loss", "train_loss"):
         assert (m[f"all_{part}"] == m[f"selected_{part}"]).all()
-    assert not (m["server_test_loss"] == m["all_test_loss"]).all()  # FedAvg's server model is its own
 
 
 def test_wandb_logger_runs_offline(results, monkeypatch):
