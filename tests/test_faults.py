@@ -327,7 +327,7 @@ def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatc
     assert "DONE_ONLY='yes'" in capsys.readouterr().err
 
 
-def test_a_parse_sets_the_launcher_anew(monkeypatch):
+def test_a_parse_sets_the_launcher_anew(monkeypatch, capsys):
     """Two targets in one process: the first one's --launcher is not the second one's default."""
     from fedrepro.reports.cli import table_parser
     from fedrepro.reports.grid import default_launcher
@@ -340,6 +340,10 @@ def test_a_parse_sets_the_launcher_anew(monkeypatch):
     assert default_launcher() == "local"
     monkeypatch.setenv("LAUNCHER", "submitit_local")  # make LAUNCHER=... stays the default
     assert table_parser("third").parse_args([]).launcher == "submitit_local"
+    monkeypatch.setenv("LAUNCHER", "slurm")  # not a launcher: refused, naming the variable and the choices
+    with pytest.raises(SystemExit):
+        table_parser("fourth").parse_args([])
+    assert "LAUNCHER='slurm' is unknown; choose one of local, joblib" in capsys.readouterr().err
 
 
 def test_slurm_launcher_submits_one_array_job_per_run_with_the_given_parameters(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ import torch
 from experiments.fedelasticnet import figures, table2, table3, table4, table5
 from experiments.fedelasticnet.common import SETTINGS, cell
 from fedrepro.config import compose_config, run_key
-from fedrepro.reports.claims import evaluate_claims
+from fedrepro.reports.claims import FEN_T2_UNIT, evaluate_claims
 from fedrepro.reports.reference import load_reference
 
 VERDICT = r"(holds|holds \(tie\)|fails|not evaluated)"
@@ -110,6 +110,10 @@ def test_table2_smoke(root, capsys):
         assert verdict(out, f"FEN-T2-{i}") != "not evaluated"
     for name in ("md", "claims.md", "accuracy.png"):
         assert (root / "tables" / f"fedelasticnet_table2{'.' if name == 'md' else '_'}{name}").exists()
+    runs = pd.read_csv(root / "tables" / "fedelasticnet_table2_runs.csv")  # one row per run behind a cell
+    assert len(runs) == 18 and (runs.status == "finished").all() and runs.key.is_unique
+    by_cell = runs.set_index(["split_key", "algorithm_key"]).cum_up_nonzeros / FEN_T2_UNIT
+    assert by_cell.to_dict() == pytest.approx(table.set_index(["split_key", "algorithm_key"]).ours_mean.to_dict())
 
     run(table2, root, "--datasets", "mnist,cifar10,cifar100,shakespeare", "--splits", "dirichlet0.3")
     table = pd.read_csv(root / "tables" / "fedelasticnet_table2.csv")

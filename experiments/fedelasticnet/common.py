@@ -3,7 +3,8 @@
 One function turns (dataset, split, algorithm key, participation) into config overrides, so
 every table and figure that needs the same run asks for identical overrides and the results
 store (keyed by the resolved config) computes it once. `run_table` is the flow Tables 2-4
-share: select rows, run or reuse the cells, compare with the paper, check the claims, plot.
+share: select rows, run or reuse the cells, compare with the paper, check the claims, plot,
+and list the runs behind the cells (<stem>_runs.csv: key, time, final accuracy and costs).
 """
 from __future__ import annotations
 
@@ -284,6 +285,20 @@ def table_grid(reference: pd.DataFrame, participation: str, profile: str) -> lis
     return [cell(dict(r), participation, profile) for _, r in rows.iterrows()]
 
 
+def runs_frame(cells: list[Cell], summaries: dict) -> pd.DataFrame:
+    """One row per run behind a table: its cell, seed, run key, status, time and final costs."""
+    rows = []
+    for i, c in enumerate(cells):
+        for r in summaries.get(i, []):
+            s, final = r.summary, r.summary.get("final") or {}
+            rows.append({**c.keys, "seed": s["seed"], "key": r.key, "status": s["status"],
+                         "train_seconds": s["train_seconds"], "seconds_per_round": s["seconds_per_round"],
+                         "client_rounds": s["client_rounds"], "server_test_acc": final.get("server_test_acc"),
+                         "cum_up_nonzeros": final.get("cum_up_nonzeros"),
+                         "cum_up_entropy": final.get("cum_up_entropy"), "executor": s["executor"]})
+    return pd.DataFrame(rows)
+
+
 def run_table(spec: TableSpec, argv=None) -> int:
     args = parser(spec.title("PROFILE")).parse_args(argv)
     reference = load_reference(spec.stem)
@@ -299,6 +314,8 @@ def run_table(spec: TableSpec, argv=None) -> int:
              *spec.notes, *setting_notes(datasets, spec.participation, args.profile), *omitted]
     out_dir = Path(args.results_root) / "tables"
     paths = write_table(table, out_dir, spec.stem, title=title, notes=notes)
+    paths["runs"] = out_dir / f"{spec.stem}_runs.csv"
+    runs_frame(cells, summaries).to_csv(paths["runs"], index=False)
     print(to_markdown(table, title, notes))
 
     groups = [(spec.claims, ours)] + (spec.extra_claims(args, cells, ours) if spec.extra_claims else [])

@@ -15,9 +15,9 @@ class _TableParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         ns, rest = super().parse_known_args(args, namespace)
-        if getattr(ns, "launcher", None) not in (None, *LAUNCHER_CHOICES):  # from LAUNCHER=, unchecked by argparse
-            self.error(f"LAUNCHER={ns.launcher!r} is unknown; choose one of {', '.join(LAUNCHER_CHOICES)}")
         if hasattr(ns, "launcher"):
+            if ns.launcher not in LAUNCHER_CHOICES:  # from LAUNCHER=, which argparse does not check
+                self.error(f"LAUNCHER={ns.launcher!r} is unknown; choose one of {', '.join(LAUNCHER_CHOICES)}")
             os.environ["FEDREPRO_LAUNCHER"] = ns.launcher
         if os.environ.get("DONE_ONLY", "") not in ("", "0", "1"):
             self.error(f"DONE_ONLY={os.environ['DONE_ONLY']!r}: set DONE_ONLY=1 to render from finished runs "

@@ -28,6 +28,7 @@ import pandas as pd
 
 from fedrepro.config import compose_config
 from fedrepro.errors import FedreproError
+from fedrepro.reports.cli import LAUNCHER_CHOICES
 
 # Two-sided 95 % Student t quantiles by degrees of freedom (beyond 30: the normal 1.96).
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -56,8 +57,6 @@ class Cell:
 def _run_one(overrides: list[str], threads: int, cwd: Optional[str] = None):
     """One run in this process or a worker (joblib, submitit, Ray): a RunResult, or a
     `store.Failure` (recorded in the results store unless its data is missing)."""
-    import os
-
     import torch
 
     from fedrepro import store
@@ -121,8 +120,6 @@ def _worker_died(overrides: list[str], why: str):
     return store.Failure(message, "failed", key, folder)
 
 
-LAUNCHERS = ("local", "joblib", "submitit_local", "submitit_slurm", "ray")
-
 # Set by `fedrepro.status`: measure_cells then only records its runs here and runs nothing.
 _PLAN: Optional[list] = None
 DONE_ONLY_ENV = "FEDREPRO_DONE_ONLY"
@@ -142,15 +139,12 @@ def refuse_done_only(target: str) -> None:
 
 
 def default_launcher() -> str:
-    """LAUNCHER / FEDREPRO_LAUNCHER from the environment (make exports LAUNCHER), else "local"."""
-    import os
-
+    """The launcher the last table parse chose (FEDREPRO_LAUNCHER, reports.cli), else LAUNCHER
+    (make exports it), else "local"."""
     return os.environ.get("FEDREPRO_LAUNCHER") or os.environ.get("LAUNCHER") or "local"
 
 
 def _cores() -> int:
-    import os
-
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -191,8 +185,6 @@ def store_one_line(exc) -> str:
 def _slurm_parameters() -> dict:
     """FEDREPRO_SLURM="partition=gpu,timeout_min=240,gpus_per_node=1,mem_gb=16": submitit's
     parameters (numbers converted), passed as slurm_<name> unless generic."""
-    import os
-
     generic = {"timeout_min", "mem_gb", "cpus_per_task", "gpus_per_node", "nodes", "tasks_per_node",
                "name", "stderr_to_stdout"}
     params = {}
@@ -211,8 +203,6 @@ def _launch_submitit(args: list[list[str]], jobs: int, threads: int, cluster: st
     """submitit: on SLURM one array job per run (at most `jobs` at once; 4 CPUs, 24 h, requeued up
     to 3 times after a timeout or preemption unless FEDREPRO_SLURM says otherwise); locally `jobs`
     processes, each running its share of the runs in turn with cores // jobs threads."""
-    import os
-
     import submitit
 
     cwd = os.getcwd()
@@ -260,8 +250,6 @@ def _collect_submitit(jobs_list, groups, args, outcomes, cluster) -> list:
 def _launch_ray(args: list[list[str]], jobs: int, threads: int, log) -> list:
     """Ray tasks: against RAY_ADDRESS when set (a running cluster), else a local Ray instance
     started here with `jobs` x `threads` CPUs; each task asks for `threads` CPUs."""
-    import os
-
     try:
         import ray
     except ImportError as exc:
@@ -296,8 +284,8 @@ def launch(args: list[list[str]], *, jobs: int = 1, launcher: Optional[str] = No
     submitit_local / submitit_slurm: submitit's executors; ray: Ray tasks. Every launcher gives a
     run cores // jobs threads (on SLURM: its cpus_per_task), so runs never oversubscribe."""
     launcher = launcher or default_launcher()
-    if launcher not in LAUNCHERS:
-        raise FedreproError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)}")
+    if launcher not in LAUNCHER_CHOICES:
+        raise FedreproError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHER_CHOICES)}")
     jobs = max(1, int(jobs))
     threads = max(1, _cores() // jobs)
     if not args:
