@@ -90,6 +90,17 @@ def verdict(claim, rows):
     return out["verdict"], out["detail"]
 
 
+def test_settings_option_keeps_those_rows_and_refuses_an_unknown_one():
+    ref = common.load_table(2)
+    kept, notes = common.select_rows(ref, "shakespeare", "all", "10%")
+    assert set(kept.setting) == {"10%"} and set(kept.dataset_key) == {"shakespeare"} and len(kept) > 0
+    assert any("rows of settings 100% omitted" in n for n in notes), notes
+    args = common.parser("t").parse_args(["--settings", "10%"])
+    assert args.settings == "10%"
+    with pytest.raises(SystemExit, match=r"no setting '10'; its settings are 10%, 100%"):
+        common.select_rows(ref, "shakespeare", "all", "10")
+
+
 def test_comparisons_under_censoring():
     assert cf.fewer(Count(30), Count(100, True)) is True  # a censored baseline counts as larger
     assert cf.fewer(Count(100, True), Count(50)) is False  # a censored FedDyn fails

@@ -51,6 +51,9 @@ class TableSpec:
 
 def parser(description: str) -> argparse.ArgumentParser:
     ap = table_parser(description)
+    ap.add_argument("--settings", default="all",
+                    help="comma-separated values of the table's setting column (Table 2: '10%%,100%%'; "
+                         "Table 4: 'Balanced,Unbalanced'; ...) or 'all'")
     add_run_options(ap)
     return ap
 
@@ -105,17 +108,23 @@ def load_table(number: int) -> pd.DataFrame:
     return ref
 
 
-def select_rows(ref: pd.DataFrame, datasets: Optional[str], splits: str) -> tuple[pd.DataFrame, list[str]]:
-    """Keep the chosen datasets (None: those runnable here) and splits; a note names every
-    omitted group of rows."""
+def select_rows(ref: pd.DataFrame, datasets: Optional[str], splits: str,
+                setting_values: str = "all") -> tuple[pd.DataFrame, list[str]]:
+    """Keep the chosen datasets (None: those runnable here), splits and settings (the table's
+    setting column: participation, device count, ...); a note names every omitted group of rows."""
     if datasets is None:
         datasets = ",".join(d for d in settings.DATASETS if not unrunnable(d))
-    notes = []
-    for col, choice, what in (("dataset_key", datasets, "datasets"), ("split_key", splits, "splits")):
+    notes, known_settings = [], set(ref["setting"])
+    for col, choice, what in (("dataset_key", datasets, "datasets"), ("split_key", splits, "splits"),
+                              ("setting", setting_values, "settings")):
         if choice == "all":
             continue
         wanted = choice.split(",")
         rest = sorted(set(ref[col]) - set(wanted))
+        unknown = sorted(set(wanted) - known_settings)
+        if col == "setting" and unknown:  # a typo must not turn into a run of every row
+            raise SystemExit(f"--settings: this table has no setting {', '.join(map(repr, unknown))}; "
+                             f"its settings are {', '.join(sorted(known_settings))}")
         if not ref[col].isin(wanted).any():
             notes.append(f"this table has no rows for {what} {choice}: every row is listed")
             continue
@@ -332,7 +341,7 @@ def run_table(spec: TableSpec, argv=None, *, algorithms=settings.ALGORITHMS, ext
     args = ap.parse_args(argv)
     if getattr(args, "dsgd", False):
         algorithms = (*algorithms, "dsgd")
-    ref, omitted = select_rows(load_table(spec.number), args.datasets, args.splits)
+    ref, omitted = select_rows(load_table(spec.number), args.datasets, args.splits, args.settings)
     print(f"FedDyn Table {spec.number} at profile={args.profile}, seeds={args.seeds}")
     frame, cells, _ = measure(ref, spec, args, algorithms)
     frame["eval_every"] = eval_interval(args)
