@@ -114,17 +114,19 @@ def select_rows(ref: pd.DataFrame, datasets: Optional[str], splits: str,
     setting column: participation, device count, ...); a note names every omitted group of rows."""
     if datasets is None:
         datasets = ",".join(d for d in settings.DATASETS if not unrunnable(d))
-    notes, known_settings = [], set(ref["setting"])
+    # Settings are the table's own (unlike datasets, which make passes to every table): an
+    # unknown one is a typo, and must not fall back to running every row.
+    unknown = sorted(set(setting_values.split(",")) - set(ref["setting"])) if setting_values != "all" else []
+    if unknown:
+        raise SystemExit(f"--settings: this table has no setting {', '.join(map(repr, unknown))}; "
+                         f"its settings are {', '.join(sorted(set(ref['setting'])))}")
+    notes = []
     for col, choice, what in (("dataset_key", datasets, "datasets"), ("split_key", splits, "splits"),
                               ("setting", setting_values, "settings")):
         if choice == "all":
             continue
         wanted = choice.split(",")
         rest = sorted(set(ref[col]) - set(wanted))
-        unknown = sorted(set(wanted) - known_settings)
-        if col == "setting" and unknown:  # a typo must not turn into a run of every row
-            raise SystemExit(f"--settings: this table has no setting {', '.join(map(repr, unknown))}; "
-                             f"its settings are {', '.join(sorted(known_settings))}")
         if not ref[col].isin(wanted).any():
             notes.append(f"this table has no rows for {what} {choice}: every row is listed")
             continue
