@@ -101,6 +101,23 @@ def test_settings_option_keeps_those_rows_and_refuses_an_unknown_one():
         common.select_rows(ref, "shakespeare", "all", "10")
 
 
+def test_filtered_render_keeps_the_other_saved_rows(tmp_path):
+    def rows(setting, participation, value):
+        return pd.DataFrame([{"setting": setting, "num_devices": 100, "participation": participation,
+                              "balance": "balanced", "dataset_key": "shakespeare", "split_key": split,
+                              "algorithm_key": alg, "target": 46.9, "profile": "quick", "eval_every": 1,
+                              "status": "ok", "reason": "", "target_rank": "", "seeds": "0", "data": "",
+                              "ours_mean": value}
+                             for split in ("iid", "natural") for alg in ("feddyn", "fedavg")])
+    path = tmp_path / "feddyn_table2_runs.csv"
+    common.save_rows(rows("10%", 0.1, 60.0), path)
+    common.save_rows(rows("100%", 1.0, 30.0), path)  # a --settings 100% render
+    common.save_rows(rows("10%", 0.1, 55.0), path)  # the 10 % runs measured again
+    saved = pd.read_csv(path)
+    assert len(saved) == 8
+    assert dict(zip(saved.setting, saved.ours_mean)) == {"10%": 55.0, "100%": 30.0}
+
+
 def test_comparisons_under_censoring():
     assert cf.fewer(Count(30), Count(100, True)) is True  # a censored baseline counts as larger
     assert cf.fewer(Count(100, True), Count(50)) is False  # a censored FedDyn fails

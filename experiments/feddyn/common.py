@@ -9,6 +9,7 @@ Figures (`figures.py`) build the same overrides, so they reuse these runs from t
 from __future__ import annotations
 
 import argparse
+import io
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -314,22 +315,48 @@ def _frames_path(root, number: int) -> Path:
     return Path(root) / "tables" / f"feddyn_table{number}_runs.csv"
 
 
+# A saved row is one run (its table row and algorithm) measured at one target, at one profile
+# and evaluation interval.
+ROW_ID = [*RUN_COLS, "algorithm_key", "target", "profile", "eval_every"]
+
+
+def _read_saved(path: Path) -> Optional[pd.DataFrame]:
+    """A table's saved rows; None when absent or written before `eval_every` existed (not comparable)."""
+    if not path.exists():
+        return None
+    saved = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    if "eval_every" not in saved:
+        return None
+    for col in ("split_key", "reason", "target_rank", "seeds", "data"):
+        saved[col] = saved[col].fillna("").astype(str)
+    return saved
+
+
+def save_rows(frame: pd.DataFrame, path: Path) -> None:
+    """Write this render's rows over the saved ones, keeping the saved rows it does not cover:
+    a render filtered by --datasets or --settings must not drop the other rows, which the
+    other tables' claims read."""
+    saved = _read_saved(path)
+    if saved is not None:
+        def row_ids(csv):  # as the file spells them, so 0.1 and '0.1' are one row
+            return [tuple(r) for r in pd.read_csv(csv, dtype=str, keep_default_na=False)[ROW_ID].values]
+        new_ids = set(row_ids(io.StringIO(frame.to_csv(index=False))))
+        keep = [r not in new_ids for r in row_ids(path)]
+        frame = pd.concat([saved[keep], frame], ignore_index=True)
+    frame.to_csv(path, index=False)
+
+
 def claims_frame(frame: pd.DataFrame, args, number: int) -> tuple[pd.DataFrame, list[int]]:
     """This table's rows plus the saved rows of the other FedDyn tables at the same profile and
     evaluation interval (cross-table claims such as FDY-T2-3 need Tables 1, 2 and 5)."""
     parts, used = [frame], []
     for other in (1, 2, 4, 5, 6):
-        path = _frames_path(args.results_root, other)
-        if other == number or not path.exists():
-            continue
-        saved = pd.read_csv(path, keep_default_na=False, na_values=[""])
-        if "eval_every" not in saved:  # written before the column existed: not comparable
+        saved = _read_saved(_frames_path(args.results_root, other)) if other != number else None
+        if saved is None:
             continue
         saved = saved[(saved["profile"].astype(str) == args.profile)
                       & (saved["eval_every"] == frame["eval_every"].iloc[0])]
         if len(saved):
-            for col in ("split_key", "reason", "target_rank", "seeds", "data"):
-                saved[col] = saved[col].fillna("").astype(str)
             parts.append(saved)
             used.append(other)
     return pd.concat(parts, ignore_index=True), used
@@ -351,7 +378,7 @@ def run_table(spec: TableSpec, argv=None, *, algorithms=settings.ALGORITHMS, ext
     out_dir = Path(args.results_root) / "tables"
     out_dir.mkdir(parents=True, exist_ok=True)
     runs_csv = _frames_path(args.results_root, spec.number)
-    frame.to_csv(runs_csv, index=False)  # every run x target, for the claims of the other tables
+    save_rows(frame, runs_csv)  # every run x target, for the claims of the other tables
 
     table = render(frame, ref, spec)
     stem, title = f"feddyn_table{spec.number}", f"FedDyn Table {spec.number}: {spec.title}"
