@@ -320,30 +320,19 @@ def _frames_path(root, number: int) -> Path:
 ROW_ID = [*RUN_COLS, "algorithm_key", "target", "profile", "eval_every"]
 
 
-def _read_saved(path: Path) -> Optional[pd.DataFrame]:
-    """A table's saved rows; None when absent or written before `eval_every` existed (not comparable)."""
-    if not path.exists():
-        return None
-    saved = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    if "eval_every" not in saved:
-        return None
-    for col in ("split_key", "reason", "target_rank", "seeds", "data"):
-        saved[col] = saved[col].fillna("").astype(str)
-    return saved
-
-
 def save_rows(frame: pd.DataFrame, path: Path) -> None:
     """Write this render's rows over the saved ones, keeping the saved rows it does not cover:
     a render filtered by --datasets or --settings must not drop the other rows, which the
-    other tables' claims read."""
-    saved = _read_saved(path)
-    if saved is not None:
-        def row_ids(csv):  # as the file spells them, so 0.1 and '0.1' are one row
-            return [tuple(r) for r in pd.read_csv(csv, dtype=str, keep_default_na=False)[ROW_ID].values]
-        new_ids = set(row_ids(io.StringIO(frame.to_csv(index=False))))
-        keep = [r not in new_ids for r in row_ids(path)]
-        frame = pd.concat([saved[keep], frame], ignore_index=True)
-    frame.to_csv(path, index=False)
+    other tables' claims read. Both sides are handled as the file spells them (text), so
+    0.1 and '0.1' are one row; a file without these columns (older) is replaced."""
+    rows = pd.read_csv(io.StringIO(frame.to_csv(index=False)), dtype=str, keep_default_na=False)
+    if path.exists():
+        saved = pd.read_csv(path, dtype=str, keep_default_na=False)
+        if set(ROW_ID) <= set(saved.columns):
+            new_ids = set(map(tuple, rows[ROW_ID].values))
+            keep = [tuple(r) not in new_ids for r in saved[ROW_ID].values]
+            rows = pd.concat([saved[keep], rows], ignore_index=True)
+    rows.to_csv(path, index=False)
 
 
 def claims_frame(frame: pd.DataFrame, args, number: int) -> tuple[pd.DataFrame, list[int]]:
@@ -351,12 +340,17 @@ def claims_frame(frame: pd.DataFrame, args, number: int) -> tuple[pd.DataFrame, 
     evaluation interval (cross-table claims such as FDY-T2-3 need Tables 1, 2 and 5)."""
     parts, used = [frame], []
     for other in (1, 2, 4, 5, 6):
-        saved = _read_saved(_frames_path(args.results_root, other)) if other != number else None
-        if saved is None:
+        path = _frames_path(args.results_root, other)
+        if other == number or not path.exists():
+            continue
+        saved = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        if "eval_every" not in saved:  # written before the column existed: not comparable
             continue
         saved = saved[(saved["profile"].astype(str) == args.profile)
                       & (saved["eval_every"] == frame["eval_every"].iloc[0])]
         if len(saved):
+            for col in ("split_key", "reason", "target_rank", "seeds", "data"):
+                saved[col] = saved[col].fillna("").astype(str)
             parts.append(saved)
             used.append(other)
     return pd.concat(parts, ignore_index=True), used
