@@ -27,7 +27,7 @@ export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim
 	feddyn-table1 feddyn-table2 feddyn-table4 feddyn-table5 feddyn-table6 centralized \
 	losac-table2 losac-fig1 losac-fig2 losac-fig3 losac-fig4 losac-fig5 losac-fig6 losac-fig7 \
 	l2gd-fig2 l2gd-fig3 l2gd-table2 l2gd-fig4 l2gd-fig5 l2gd-fig6 l2gd-fig7 l2gd-fig8 l2gd-fig9 \
-	l2gd-fig10 l2gd-fig11 compare-compression status bench
+	l2gd-fig10 l2gd-fig11 compare-compression status archive restore bench
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -d $(VENV) || python3 -m venv $(VENV)
@@ -53,6 +53,15 @@ bench: install
 # without TARGET, every run of the results store; PROFILE and SEEDS as for the target.
 status: install
 	$(PY) -m fedrepro.status $(TARGET)
+
+# The run archive (docs/measured/runs/): `make archive TARGET=table4` keeps a target's finished
+# runs' small files in the repository; `make restore` puts every archived run back into
+# results/runs/, so a table filled over several machines or sessions renders without retraining.
+archive: install
+	$(PY) -m fedrepro.archive save $(TARGET)
+
+restore: install
+	$(PY) -m fedrepro.archive restore
 
 # Paper tables: our value beside the paper's (PROFILE=smoke|quick|paper, SEEDS=n, JOBS=n,
 # LAUNCHER=local|joblib|submitit_local|submitit_slurm|ray, DONE_ONLY=1; every table and figure

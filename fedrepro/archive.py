@@ -1,0 +1,131 @@
+"""The run archive: finished runs' small files, kept in the repository, so that a table can be
+filled over several machines or sessions without training its runs again.
+
+    python -m fedrepro.archive save TARGET [target args]   # the target's finished runs -> archive
+    python -m fedrepro.archive save --keys KEY [KEY ...]
+    python -m fedrepro.archive restore                      # archive -> results/runs/
+
+`make archive TARGET=...` and `make restore` run them. The archive (`docs/measured/runs/<key>/`)
+holds what a table or figure reads from a run: config.yaml, summary.json, metrics.csv,
+partition.json (and attack.json / attack_curve.csv where the run has them), a few hundred KB a
+run; checkpoints and model.pt stay out. A restored run is reused by every target like any
+finished run (`run_experiment` reads only its summary), so `--done-only` renders and the claims
+see it.
+
+`restore` checks each archived run before it copies it: its summary says finished or diverged,
+and its config.yaml still hashes to its folder's name under this code (`config.run_key`). A run
+archived before a change of the config schema or of the key (so the current code would compute
+a different run) is skipped with that reason instead of being passed off as the new one. A run
+that the results store already holds finished is left as it is.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from fedrepro import store
+
+ARCHIVE = Path(__file__).resolve().parent.parent / "docs" / "measured" / "runs"
+KEPT = ("config.yaml", "metrics.csv", "partition.json", "attack.json", "attack_curve.csv",
+        "summary.json")  # summary last: it is what marks a run done
+
+
+def _done(folder: Path) -> bool:
+    s = store.read_summary(folder)
+    return s is not None and s.get("status") in store.DONE
+
+
+def save(results_root: str | Path, keys: list[str], archive: Path = ARCHIVE) -> tuple[list[str], list[str]]:
+    """Copy the finished runs among `keys` into the archive: (saved keys, 'key: why not' lines)."""
+    saved, skipped = [], []
+    for key in keys:
+        folder = store.run_dir(results_root, key)
+        if not _done(folder):
+            skipped.append(f"{key}: not finished in {folder}")
+            continue
+        dest = archive / key
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in KEPT:
+            if (folder / name).exists():
+                store.write_text(dest / name, (folder / name).read_text())
+        saved.append(key)
+    return saved, skipped
+
+
+def archived_key(folder: Path) -> str | None:
+    """The key the current code gives the archived run's config (None: unreadable config)."""
+    from omegaconf import OmegaConf
+
+    from fedrepro.config import run_key
+
+    try:
+        return run_key(OmegaConf.load(folder / "config.yaml"))
+    except Exception:  # noqa: BLE001  (any unreadable or outdated config: not restorable)
+        return None
+
+
+def restore(results_root: str | Path, archive: Path = ARCHIVE) -> tuple[list[str], list[str]]:
+    """Copy archived runs into the results store: (restored keys, 'key: why not' lines)."""
+    restored, skipped = [], []
+    folders = sorted(p for p in archive.iterdir() if p.is_dir()) if archive.exists() else []
+    for src in folders:
+        key = src.name
+        dest = store.run_dir(results_root, key)
+        if _done(dest):
+            continue
+        if not _done(src):
+            skipped.append(f"{key}: its archived summary.json is missing or not finished")
+            continue
+        now = archived_key(src)
+        if now != key:
+            skipped.append(f"{key}: its config.yaml hashes to {now} under this code (archived under "
+                           "another config schema); run it again")
+            continue
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in KEPT:
+            if (src / name).exists():
+                store.write_text(dest / name, (src / name).read_text())
+        store.clear_checkpoints(dest)  # an interrupted attempt's checkpoint is obsolete now
+        restored.append(key)
+    return restored, skipped
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fedrepro.archive", description=__doc__.splitlines()[0])
+    ap.add_argument("--results-root", default=os.environ.get("FEDREPRO_RESULTS", "results"))
+    ap.add_argument("--archive", type=Path, default=ARCHIVE)
+    sub = ap.add_subparsers(dest="command", required=True)
+    sv = sub.add_parser("save", help="archive a target's finished runs (or --keys)")
+    sv.add_argument("--profile", default=os.environ.get("PROFILE", "quick"), choices=["smoke", "quick", "paper"])
+    sv.add_argument("--seeds", type=int, default=int(os.environ.get("SEEDS", 1)))
+    sv.add_argument("--keys", nargs="+", default=[])
+    sv.add_argument("target", nargs="?", help="make target or module (with its arguments after it)")
+    sv.add_argument("target_args", nargs=argparse.REMAINDER)
+    sub.add_parser("restore", help="copy the archived runs into the results store")
+    args = ap.parse_args(argv)
+    if args.command == "restore":
+        done, skipped = restore(args.results_root, args.archive)
+        print(f"restored {len(done)} archived runs into {Path(args.results_root) / 'runs'}")
+    else:
+        keys = list(args.keys)
+        if args.target:
+            from fedrepro.status import plan, target_command
+
+            module, extra = target_command(args.target)
+            runs, _ = plan(module, [*extra, *args.target_args], args.results_root,
+                           profile=args.profile, seeds=args.seeds)
+            keys += [r["key"] for r in runs]
+        if not keys:
+            ap.error("save needs a TARGET or --keys")
+        done, skipped = save(args.results_root, keys, args.archive)
+        print(f"archived {len(done)} finished runs in {args.archive}")
+    for line in skipped:
+        print(f"  skipped {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

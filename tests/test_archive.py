@@ -1,0 +1,47 @@
+"""The run archive (fedrepro/archive.py): a target's finished runs saved into the repository's
+archive and restored into an empty results store render the same table without training."""
+import shutil
+
+import pandas as pd
+
+from fedrepro import archive
+
+
+def test_archived_runs_restore_into_a_new_store_and_render_the_same_table(tmp_path, monkeypatch, capsys):
+    from fedrepro.reports.grid import main as grid_main
+
+    monkeypatch.setenv("FEDREPRO_DONE_ONLY", "0")  # recorded, so the variable is unset again after the test
+    first, second, arch = str(tmp_path / "first"), str(tmp_path / "second"), tmp_path / "archive"
+    cells = ["--cell=done=algorithm=fedavg", "--cell=todo=algorithm=fedprox"]
+    extra = ["--", "train.num_clients=10"]
+    assert grid_main(["--results-root", first, "--profile", "smoke", "--name", "t", cells[0], *extra]) == 0
+    capsys.readouterr()
+
+    # a target's runs: the finished one is archived (small files only), the missing one named
+    assert archive.main(["--results-root", first, "--archive", str(arch), "save", "--profile", "smoke",
+                         "fedrepro.reports.grid", *cells, *extra]) == 0
+    out = capsys.readouterr().out
+    assert "archived 1 finished runs" in out and out.count("skipped") == 1 and "not finished" in out
+    (key,) = [p.name for p in arch.iterdir()]
+    assert sorted(p.name for p in (arch / key).iterdir()) == ["config.yaml", "metrics.csv", "partition.json",
+                                                             "summary.json"]
+
+    # restored into an empty store, the done-only render trains nothing and gives the same cell
+    assert archive.main(["--results-root", second, "--archive", str(arch), "restore"]) == 0
+    assert "restored 1 archived runs" in capsys.readouterr().out
+    render = ["--profile", "smoke", "--name", "t", "--done-only", *cells, *extra]
+    assert grid_main(["--results-root", second, *render]) == 1  # the todo cell is not there
+    assert sorted(p.name for p in (tmp_path / "second" / "runs").iterdir()) == [key]  # nothing trained
+    table = pd.read_csv(tmp_path / "second" / "tables" / "t.csv").set_index("cell")
+    original = pd.read_csv(tmp_path / "first" / "tables" / "t.csv").set_index("cell")
+    assert table.loc["done", "status"] == "ok"
+    assert table.loc["done", "ours_mean"] == original.loc["done", "ours_mean"]
+    capsys.readouterr()
+
+    # a second restore leaves the finished run alone; an archived run whose config no longer
+    # hashes to its folder's name (another schema, or edited) is refused, not passed off
+    stale = arch / "0123456789abcdef"
+    shutil.copytree(arch / key, stale)
+    done, skipped = archive.restore(second, arch)
+    assert done == [] and len(skipped) == 1 and skipped[0].startswith("0123456789abcdef: its config.yaml hashes to")
+    assert not (tmp_path / "second" / "runs" / "0123456789abcdef").exists()
