@@ -61,7 +61,10 @@ def test_model(name, args, make_input, out_shape):
     for pname, p in module.named_parameters():
         assert torch.equal(views[pname], p), pname
     with torch.no_grad():
-        torch.testing.assert_close(flat.logits(w, x), module(x))
+        # float rounding only: the views of one flat buffer can take another convolution kernel
+        # (alignment), and 56 layers compound it (ResNet-56: up to 9e-5 on logits of size ~450,
+        # 2e-7 relative); two of its conv weights swapped move them by 44
+        torch.testing.assert_close(flat.logits(w, x), module(x), rtol=1e-4, atol=1e-4)
     print(f"  {time.perf_counter() - t0:.2f} s")
 
 
