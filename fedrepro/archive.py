@@ -50,9 +50,21 @@ def save(results_root: str | Path, keys: list[str], archive: Path = ARCHIVE) -> 
         dest.mkdir(parents=True, exist_ok=True)
         for name in KEPT:
             if (folder / name).exists():
-                store.write_text(dest / name, (folder / name).read_text())
+                store.write_text(dest / name, _portable((folder / name).read_text(), folder))
         saved.append(key)
     return saved, skipped
+
+
+def _portable(text: str, folder: Path) -> str:
+    """`text` without this machine's absolute paths: the data folder relative to the working
+    directory (the repository root: `../shared/data` here), the working directory left out."""
+    from omegaconf import OmegaConf
+
+    data_root = str(OmegaConf.load(folder / "config.yaml").get("data_root") or "")
+    if data_root:  # not in the run key: rewriting it keeps the archived run's key
+        absolute = Path(data_root).resolve()
+        text = text.replace(str(absolute), os.path.relpath(absolute))
+    return text.replace(str(Path.cwd()) + os.sep, "")
 
 
 def archived_key(folder: Path) -> str | None:

@@ -1,6 +1,8 @@
 """The run archive (fedrepro/archive.py): a target's finished runs saved into the repository's
 archive and restored into an empty results store render the same table without training."""
+import os
 import shutil
+from pathlib import Path
 
 import pandas as pd
 
@@ -11,6 +13,8 @@ def test_archived_runs_restore_into_a_new_store_and_render_the_same_table(tmp_pa
     from fedrepro.reports.grid import main as grid_main
 
     monkeypatch.setenv("FEDREPRO_DONE_ONLY", "0")  # recorded, so the variable is unset again after the test
+    data = Path(os.environ.get("FEDREPRO_DATA_ROOT", "data")).resolve()
+    monkeypatch.setenv("FEDREPRO_DATA_ROOT", str(data))  # absolute, as make and CI give it
     first, second, arch = str(tmp_path / "first"), str(tmp_path / "second"), tmp_path / "archive"
     cells = ["--cell=done=algorithm=fedavg", "--cell=todo=algorithm=fedprox"]
     extra = ["--", "train.num_clients=10"]
@@ -25,6 +29,9 @@ def test_archived_runs_restore_into_a_new_store_and_render_the_same_table(tmp_pa
     (key,) = [p.name for p in arch.iterdir()]
     assert sorted(p.name for p in (arch / key).iterdir()) == ["config.yaml", "metrics.csv", "partition.json",
                                                              "summary.json"]
+    for f in (arch / key).iterdir():  # no path of this machine: the data folder relative to the repository
+        assert str(data) not in f.read_text() and os.getcwd() + os.sep not in f.read_text(), f.name
+    assert f"data_root: {os.path.relpath(data)}\n" in (arch / key / "config.yaml").read_text()
 
     # restored into an empty store, the done-only render trains nothing and gives the same cell
     assert archive.main(["--results-root", second, "--archive", str(arch), "restore"]) == 0
