@@ -9,8 +9,9 @@ Without TARGET, every run of the results store is listed.
 
 States: done (summary "finished"), diverged (summary "diverged": stopped at a non-finite loss),
 running (a process holds the run's lock), failed (summary "failed": the error and round),
-interrupted (a folder without summary: a killed run; it resumes from its checkpoint), missing
-(never started). Wall time: setup + training for done runs, until the error for failed ones,
+interrupted (a folder without summary: a killed run; it resumes from its checkpoint), archived
+(not in this store, but finished in the run archive: `make restore` brings it in;
+fedrepro/archive.py), missing (never started). Wall time: setup + training for done runs, until the error for failed ones,
 since the start for running ones.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Optional
 
 from fedrepro import store
 
-STATES = ("done", "diverged", "running", "failed", "interrupted", "missing")
+STATES = ("done", "diverged", "running", "failed", "interrupted", "archived", "missing")
 
 
 def target_command(target: str) -> tuple[str, list[str]]:
@@ -107,8 +108,8 @@ def plan(module: str, argv: list[str], results_root: str, *, profile: str, seeds
     return runs, note
 
 
-def run_state(results_root: str | Path, key: str) -> dict:
-    """{state, wall (s or None), detail} of one run."""
+def run_state(results_root: str | Path, key: str, archive: Optional[Path] = None) -> dict:
+    """{state, wall (s or None), detail} of one run (`archive`: the run archive's folder)."""
     folder = store.run_dir(results_root, key)
     who = store.running(results_root, key)
     if who is not None:
@@ -132,6 +133,11 @@ def run_state(results_root: str | Path, key: str) -> dict:
         return {"state": "interrupted", "wall": None,
                 "detail": ("killed; resumes from its checkpoint" if ckpt else "killed before its first checkpoint")
                 + _progress(folder)}
+    from fedrepro.archive import ARCHIVE
+
+    archived = (archive or ARCHIVE) / key
+    if store.read_summary(archived) is not None:
+        return {"state": "archived", "wall": None, "detail": f"in {archived}: make restore"}
     return {"state": "missing", "wall": None, "detail": ""}
 
 
@@ -175,6 +181,7 @@ def main(argv=None) -> int:
     ap.add_argument("--results-root", default=os.environ.get("FEDREPRO_RESULTS", "results"))
     ap.add_argument("--profile", default=os.environ.get("PROFILE", "quick"), choices=["smoke", "quick", "paper"])
     ap.add_argument("--seeds", type=int, default=int(os.environ.get("SEEDS", 1)))
+    ap.add_argument("--archive", type=Path, default=None, help="the run archive (default docs/measured/runs)")
     ap.add_argument("target", nargs="?", help="make target or module (with its arguments after it)")
     ap.add_argument("target_args", nargs=argparse.REMAINDER, help="the target's own arguments")
     args = ap.parse_args(argv)
@@ -183,7 +190,7 @@ def main(argv=None) -> int:
         module, extra = target_command(args.target)
         runs, note = plan(module, [*extra, *args.target_args], root,
                           profile=args.profile, seeds=args.seeds)
-        rows = [{**run_state(root, r["key"]), "label": r["label"], "key": r["key"]} for r in runs]
+        rows = [{**run_state(root, r["key"], args.archive), "label": r["label"], "key": r["key"]} for r in runs]
         title = f"{args.target} (profile {args.profile}, seeds {args.seeds}, {root})"
     else:
         runs_dir = Path(root) / "runs"

@@ -33,6 +33,14 @@ def test_archived_runs_restore_into_a_new_store_and_render_the_same_table(tmp_pa
         assert str(data) not in f.read_text() and os.getcwd() + os.sep not in f.read_text(), f.name
     assert f"data_root: {os.path.relpath(data)}\n" in (arch / key / "config.yaml").read_text()
 
+    # before the restore, status names the archived run and how to bring it in
+    from fedrepro.status import main as status_main
+
+    assert status_main(["--results-root", second, "--profile", "smoke", "--archive", str(arch),
+                        "fedrepro.reports.grid", *cells, *extra]) == 0
+    text = capsys.readouterr().out
+    assert "2 runs: 1 archived, 1 missing" in text and "make restore" in text, text
+
     # restored into an empty store, the done-only render trains nothing and gives the same cell
     assert archive.main(["--results-root", second, "--archive", str(arch), "restore"]) == 0
     assert "restored 1 archived runs" in capsys.readouterr().out
