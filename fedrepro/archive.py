@@ -8,7 +8,7 @@ filled over several machines or sessions without training its runs again.
 `make archive TARGET=...` and `make restore` run them. The archive (`docs/measured/runs/<key>/`)
 holds what a table or figure reads from a run: config.yaml, summary.json, metrics.csv,
 partition.json (and attack.json / attack_curve.csv where the run has them), a few hundred KB a
-run; checkpoints and model.pt stay out. A restored run is reused by every target like any
+run; checkpoints (54-108 MB for 100 Shakespeare clients) and model.pt stay out. A restored run is reused by every target like any
 finished run (`run_experiment` reads only its summary), so `--done-only` renders and the claims
 see it.
 
