@@ -7,10 +7,11 @@ filled over several machines or sessions without training its runs again.
 
 `make archive TARGET=...` and `make restore` run them. The archive (`docs/measured/runs/<key>/`)
 holds what a table or figure reads from a run: config.yaml, summary.json, metrics.csv,
-partition.json (and attack.json / attack_curve.csv where the run has them), a few hundred KB a
-run; checkpoints (54-108 MB for 100 Shakespeare clients) and model.pt stay out. A restored run is reused by every target like any
-finished run (`run_experiment` reads only its summary), so `--done-only` renders and the claims
-see it.
+partition.json (and attack.json / attack_curve.csv where the run has them), about 125 KB a
+Shakespeare run, with this machine's paths made relative to the repository; checkpoints (54 MB
+for FedProx's 100 Shakespeare clients, 108 MB for SCAFFOLD's) and model.pt stay out. A restored
+run is reused by every target like any finished run (`run_experiment` reads only its summary),
+so `--done-only` renders and the claims see it.
 
 `restore` checks each archived run before it copies it: its summary says finished or diverged,
 and its config.yaml still hashes to its folder's name under this code (`config.run_key`). A run
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -33,9 +33,17 @@ KEPT = ("config.yaml", "metrics.csv", "partition.json", "attack.json", "attack_c
         "summary.json")  # summary last: it is what marks a run done
 
 
-def _done(folder: Path) -> bool:
+def finished(folder: Path) -> bool:
+    """A done run's folder: its summary says finished or diverged."""
     s = store.read_summary(folder)
     return s is not None and s.get("status") in store.DONE
+
+
+def _copy_run(src: Path, dest: Path, rewrite=lambda text: text) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in KEPT:
+        if (src / name).exists():
+            store.write_text(dest / name, rewrite((src / name).read_text()))
 
 
 def save(results_root: str | Path, keys: list[str], archive: Path = ARCHIVE) -> tuple[list[str], list[str]]:
@@ -43,28 +51,31 @@ def save(results_root: str | Path, keys: list[str], archive: Path = ARCHIVE) -> 
     saved, skipped = [], []
     for key in keys:
         folder = store.run_dir(results_root, key)
-        if not _done(folder):
+        if not finished(folder):
             skipped.append(f"{key}: not finished in {folder}")
             continue
-        dest = archive / key
-        dest.mkdir(parents=True, exist_ok=True)
-        for name in KEPT:
-            if (folder / name).exists():
-                store.write_text(dest / name, _portable((folder / name).read_text(), folder))
+        _copy_run(folder, archive / key, _portable(folder))
         saved.append(key)
     return saved, skipped
 
 
-def _portable(text: str, folder: Path) -> str:
-    """`text` without this machine's absolute paths: the data folder relative to the working
-    directory (the repository root: `../shared/data` here), the working directory left out."""
+def _portable(folder: Path):
+    """A rewrite of the run's files without this machine's absolute paths: the data folder
+    relative to the working directory (the repository root: `../shared/data` here), the working
+    directory left out."""
     from omegaconf import OmegaConf
 
     data_root = str(OmegaConf.load(folder / "config.yaml").get("data_root") or "")
+    pairs = [(str(Path.cwd()) + os.sep, "")]
     if data_root:  # not in the run key: rewriting it keeps the archived run's key
         absolute = Path(data_root).resolve()
-        text = text.replace(str(absolute), os.path.relpath(absolute))
-    return text.replace(str(Path.cwd()) + os.sep, "")
+        pairs.insert(0, (str(absolute), os.path.relpath(absolute)))
+
+    def rewrite(text: str) -> str:
+        for old, new in pairs:
+            text = text.replace(old, new)
+        return text
+    return rewrite
 
 
 def archived_key(folder: Path) -> str | None:
@@ -82,24 +93,24 @@ def archived_key(folder: Path) -> str | None:
 def restore(results_root: str | Path, archive: Path = ARCHIVE) -> tuple[list[str], list[str]]:
     """Copy archived runs into the results store: (restored keys, 'key: why not' lines)."""
     restored, skipped = [], []
-    folders = sorted(p for p in archive.iterdir() if p.is_dir()) if archive.exists() else []
+    folders = sorted(p for p in archive.iterdir() if p.is_dir())
     for src in folders:
         key = src.name
         dest = store.run_dir(results_root, key)
-        if _done(dest):
+        if finished(dest):
             continue
-        if not _done(src):
+        if not finished(src):
             skipped.append(f"{key}: its archived summary.json is missing or not finished")
             continue
         now = archived_key(src)
+        if now is None:
+            skipped.append(f"{key}: its config.yaml cannot be read as a config of this code; run it again")
+            continue
         if now != key:
             skipped.append(f"{key}: its config.yaml hashes to {now} under this code (archived under "
                            "another config schema); run it again")
             continue
-        dest.mkdir(parents=True, exist_ok=True)
-        for name in KEPT:
-            if (src / name).exists():
-                store.write_text(dest / name, (src / name).read_text())
+        _copy_run(src, dest)
         store.clear_checkpoints(dest)  # an interrupted attempt's checkpoint is obsolete now
         restored.append(key)
     return restored, skipped
@@ -119,6 +130,9 @@ def main(argv=None) -> int:
     sub.add_parser("restore", help="copy the archived runs into the results store")
     args = ap.parse_args(argv)
     if args.command == "restore":
+        if not args.archive.is_dir():
+            ap.error(f"no run archive at {args.archive} (give its folder with --archive; "
+                     "`save` creates it)")
         done, skipped = restore(args.results_root, args.archive)
         print(f"restored {len(done)} archived runs into {Path(args.results_root) / 'runs'}")
     else:

@@ -11,8 +11,8 @@ States: done (summary "finished"), diverged (summary "diverged": stopped at a no
 running (a process holds the run's lock), failed (summary "failed": the error and round),
 interrupted (a folder without summary: a killed run; it resumes from its checkpoint), archived
 (not in this store, but finished in the run archive: `make restore` brings it in;
-fedrepro/archive.py), missing (never started). Wall time: setup + training for done runs, until the error for failed ones,
-since the start for running ones.
+fedrepro/archive.py), missing (never started). Wall time: setup + training for done runs, until
+the error for failed ones, since the start for running ones.
 """
 from __future__ import annotations
 
@@ -133,10 +133,10 @@ def run_state(results_root: str | Path, key: str, archive: Optional[Path] = None
         return {"state": "interrupted", "wall": None,
                 "detail": ("killed; resumes from its checkpoint" if ckpt else "killed before its first checkpoint")
                 + _progress(folder)}
-    from fedrepro.archive import ARCHIVE
+    from fedrepro.archive import ARCHIVE, finished
 
     archived = (archive or ARCHIVE) / key
-    if store.read_summary(archived) is not None:
+    if finished(archived):
         return {"state": "archived", "wall": None, "detail": f"in {archived}: make restore"}
     return {"state": "missing", "wall": None, "detail": ""}
 
@@ -190,7 +190,8 @@ def main(argv=None) -> int:
         module, extra = target_command(args.target)
         runs, note = plan(module, [*extra, *args.target_args], root,
                           profile=args.profile, seeds=args.seeds)
-        rows = [{**run_state(root, r["key"], args.archive), "label": r["label"], "key": r["key"]} for r in runs]
+        rows = [{**run_state(root, r["key"], args.archive), "label": r["label"], "key": r["key"]}
+                for r in runs]
         title = f"{args.target} (profile {args.profile}, seeds {args.seeds}, {root})"
     else:
         runs_dir = Path(root) / "runs"

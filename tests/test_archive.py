@@ -5,6 +5,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from fedrepro import archive
 
@@ -40,6 +41,10 @@ def test_archived_runs_restore_into_a_new_store_and_render_the_same_table(tmp_pa
                         "fedrepro.reports.grid", *cells, *extra]) == 0
     text = capsys.readouterr().out
     assert "2 runs: 1 archived, 1 missing" in text and "make restore" in text, text
+
+    with pytest.raises(SystemExit):  # a wrong archive folder is an error, not "restored 0"
+        archive.main(["--results-root", second, "--archive", str(tmp_path / "nowhere"), "restore"])
+    assert "no run archive at" in capsys.readouterr().err
 
     # restored into an empty store, the done-only render trains nothing and gives the same cell
     assert archive.main(["--results-root", second, "--archive", str(arch), "restore"]) == 0
