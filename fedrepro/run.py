@@ -282,6 +282,8 @@ def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Opt
     def on_checkpoint(round_done: int) -> None:
         if not leader:
             return
+        for lg in loggers:  # the CSV logger buffers 100 rows: flushed, `make status` sees the progress
+            lg.save()
         store.save_checkpoint(folder, {
             "key": key, "round": round_done, "loop": loop.state_dict(), "history": list(history),
             "train_seconds": elapsed_before + time.perf_counter() - t_train})

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from convex import least_squares_problem, run_convex
+from fedrepro import store
 from fedrepro.algorithms.fedavg import FedAvg, FedProx
 from fedrepro.config import compose_config
 from fedrepro.engine.local import batch_schedule
@@ -94,9 +95,14 @@ def test_finished_run_is_reused_not_recomputed(results):
     assert not first.reused and second.reused and first.summary == second.summary
 
 
-def test_resume_after_interruption_gives_identical_metrics(tmp_path):
+def test_resume_after_interruption_gives_identical_metrics(tmp_path, monkeypatch):
     overrides = [*SMOKE, "profile.max_rounds=7", "train.checkpoint_every=2", "participation=p10"]
+    logged_at_checkpoint = []  # metrics.csv is flushed at each checkpoint: status sees a live run's round
+    save_checkpoint = store.save_checkpoint
+    monkeypatch.setattr(store, "save_checkpoint", lambda folder, state: (
+        logged_at_checkpoint.append((state["round"], store.last_round(folder))), save_checkpoint(folder, state)))
     clean = run_experiment(compose_config([*overrides, f"results_root={tmp_path / 'a'}"]), quiet=True)
+    assert logged_at_checkpoint == [(2, 2), (4, 4), (6, 6)]
     cfg = compose_config([*overrides, f"results_root={tmp_path / 'b'}"])
     with pytest.raises(Interrupted):
         run_experiment(cfg, interrupt_after=5, quiet=True)  # last checkpoint: round 4
