@@ -1,5 +1,6 @@
 """`python -m fedrepro.status [TARGET] [--results-root R]` (`make status [TARGET=table2]`): which
-runs of a target are done, diverged, running, failed, interrupted or missing, with wall times.
+runs of a target are done, diverged, running, failed, interrupted, archived or missing, with wall
+times.
 
 TARGET is a make target (table2, feddyn-table6, losac-fig1, ...) or a module with its arguments
 (`fedrepro.reports.grid --cell a=... -- ...`). Its runs are found by running the target in plan
@@ -12,7 +13,8 @@ running (a process holds the run's lock), failed (summary "failed": the error an
 interrupted (a folder without summary: a killed run; it resumes from its checkpoint), archived
 (not in this store, but finished in the run archive: `make restore` brings it in;
 fedrepro/archive.py), missing (never started). Wall time: setup + training for done runs, until
-the error for failed ones, since the start for running ones.
+the error for failed ones, since the start for running ones. Running and interrupted runs also
+show the last round in their metrics.csv (flushed at each checkpoint).
 """
 from __future__ import annotations
 
