@@ -7,7 +7,7 @@ filled over several machines or sessions without training its runs again.
 
 `make archive TARGET=...` and `make restore` run them. The archive (`docs/measured/runs/<key>/`)
 holds what a table or figure reads from a run: config.yaml, summary.json, metrics.csv,
-partition.json (and attack.json / attack_curve.csv where the run has them), about 125 KB a
+partition.json (and attack.json / attack_curve.csv where the run has them), about 120 KB a
 Shakespeare run, with this machine's paths made relative to the repository; checkpoints (54 MB
 for FedProx's 100 Shakespeare clients, 108 MB for SCAFFOLD's) and model.pt stay out. A restored
 run is reused by every target like any finished run (`run_experiment` reads only its summary),
@@ -33,12 +33,6 @@ KEPT = ("config.yaml", "metrics.csv", "partition.json", "attack.json", "attack_c
         "summary.json")  # summary last: it is what marks a run done
 
 
-def finished(folder: Path) -> bool:
-    """A done run's folder: its summary says finished or diverged."""
-    s = store.read_summary(folder)
-    return s is not None and s.get("status") in store.DONE
-
-
 def _copy_run(src: Path, dest: Path, rewrite=lambda text: text) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     for name in KEPT:
@@ -51,7 +45,7 @@ def save(results_root: str | Path, keys: list[str], archive: Path = ARCHIVE) -> 
     saved, skipped = [], []
     for key in keys:
         folder = store.run_dir(results_root, key)
-        if not finished(folder):
+        if store.done_summary(folder) is None:
             skipped.append(f"{key}: not finished in {folder}")
             continue
         _copy_run(folder, archive / key, _portable(folder))
@@ -97,9 +91,9 @@ def restore(results_root: str | Path, archive: Path = ARCHIVE) -> tuple[list[str
     for src in folders:
         key = src.name
         dest = store.run_dir(results_root, key)
-        if finished(dest):
+        if store.done_summary(dest) is not None:
             continue
-        if not finished(src):
+        if store.done_summary(src) is None:
             skipped.append(f"{key}: its archived summary.json is missing or not finished")
             continue
         now = archived_key(src)

@@ -186,8 +186,8 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     validate(cfg)
     key = run_key(cfg)
     folder = store.run_dir(cfg.results_root, key)
-    done = store.read_summary(folder)
-    if done is not None and done.get("status") in ("finished", "diverged"):
+    done = store.done_summary(folder)
+    if done is not None:
         if not quiet:
             print(f"[fedrepro] reusing finished run {folder}")
         return RunResult(key, folder, done, reused=True)

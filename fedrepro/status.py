@@ -135,10 +135,10 @@ def run_state(results_root: str | Path, key: str, archive: Optional[Path] = None
         return {"state": "interrupted", "wall": None,
                 "detail": ("killed; resumes from its checkpoint" if ckpt else "killed before its first checkpoint")
                 + _progress(folder)}
-    from fedrepro.archive import ARCHIVE, finished
+    from fedrepro.archive import ARCHIVE
 
     archived = (archive or ARCHIVE) / key
-    if finished(archived):
+    if store.done_summary(archived) is not None:
         return {"state": "archived", "wall": None, "detail": f"in {archived}: make restore"}
     return {"state": "missing", "wall": None, "detail": ""}
 

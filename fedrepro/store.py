@@ -166,6 +166,13 @@ def read_summary(folder: Path) -> Optional[dict]:
         return None
 
 
+def done_summary(folder: Path) -> Optional[dict]:
+    """The run's summary when the run is done (finished or diverged: reused, never recomputed),
+    else None."""
+    s = read_summary(folder)
+    return s if s is not None and s.get("status") in DONE else None
+
+
 # -- checkpoints -------------------------------------------------------------------------------
 class _HashingWriter:
     def __init__(self, f, h):
@@ -415,8 +422,7 @@ def execute(cfg, *, quiet: bool = True, log=None):
     except Exception as exc:  # noqa: BLE001
         return Failure(one_line(exc), detail=str(exc))
     folder = run_dir(cfg.results_root, key)
-    done = read_summary(folder)
-    if done is not None and done.get("status") in DONE:
+    if done_summary(folder) is not None:
         return run_experiment(cfg, quiet=quiet)  # reuse: no lock needed
 
     def waiting():

@@ -44,8 +44,8 @@ def stored(cells: list[Cell], args, extra: list[str]) -> tuple[pd.DataFrame, dic
         if not cell.not_run:
             for seed in range(args.seeds):
                 folder = store.run_dir(args.results_root, run_key(compose_config(run_overrides(cell, args, extra, seed))))
-                s = store.read_summary(folder)
-                if s is not None and s.get("status") in ("finished", "diverged"):
+                s = store.done_summary(folder)
+                if s is not None:
                     found.append(RunResult(folder.name, folder, s, True))
         if found:
             runs[i] = found

@@ -122,8 +122,8 @@ def stored(fig: settings.CurveFigure, args) -> tuple[pd.DataFrame, dict]:
                                   f"results_root={args.results_root}", "logger.progress=false"]) \
                 if not cell.not_run else None
             folder = store.run_dir(args.results_root, run_key(cfg)) if cfg is not None else None
-            s = store.read_summary(folder) if folder is not None else None
-            if s is not None and s.get("status") in ("finished", "diverged"):
+            s = store.done_summary(folder) if folder is not None else None
+            if s is not None:
                 found.append(RunResult(folder.name, folder, s, True))
         if found:
             runs[i] = found

@@ -109,8 +109,8 @@ def _worker_died(overrides: list[str], why: str):
     except Exception:  # noqa: BLE001
         return store.Failure(message)
     folder = store.run_dir(cfg.results_root, key)
-    s = store.read_summary(folder)
-    if s is not None and s.get("status") in store.DONE:
+    s = store.done_summary(folder)
+    if s is not None:
         from fedrepro.run import RunResult
 
         return RunResult(key, folder, s, reused=True)
@@ -316,8 +316,8 @@ def _stored(args: list[list[str]], labels: list[str]) -> list:
         if _PLAN is not None:
             _PLAN.append({"label": label, "key": key, "overrides": a, "results_root": str(cfg.results_root)})
         folder = store.run_dir(cfg.results_root, key)
-        s = store.read_summary(folder)
-        outcomes.append(RunResult(key, folder, s, reused=True) if s is not None and s.get("status") in store.DONE
+        s = store.done_summary(folder)
+        outcomes.append(RunResult(key, folder, s, reused=True) if s is not None
                         else store.Failure(why, "not run", key, folder))
     return outcomes
 
