@@ -86,6 +86,9 @@ def archived_key(folder: Path) -> str | None:
 
 def restore(results_root: str | Path, archive: Path = ARCHIVE) -> tuple[list[str], list[str]]:
     """Copy archived runs into the results store: (restored keys, 'key: why not' lines)."""
+    if not archive.is_dir():
+        raise FileNotFoundError(f"no run archive at {archive} (give its folder with --archive; "
+                                "`save` creates it)")
     restored, skipped = [], []
     folders = sorted(p for p in archive.iterdir() if p.is_dir())
     for src in folders:
@@ -124,10 +127,10 @@ def main(argv=None) -> int:
     sub.add_parser("restore", help="copy the archived runs into the results store")
     args = ap.parse_args(argv)
     if args.command == "restore":
-        if not args.archive.is_dir():
-            ap.error(f"no run archive at {args.archive} (give its folder with --archive; "
-                     "`save` creates it)")
-        done, skipped = restore(args.results_root, args.archive)
+        try:
+            done, skipped = restore(args.results_root, args.archive)
+        except FileNotFoundError as err:
+            ap.error(str(err))
         print(f"restored {len(done)} archived runs into {Path(args.results_root) / 'runs'}")
     else:
         keys = list(args.keys)

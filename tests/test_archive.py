@@ -45,6 +45,8 @@ def test_archived_runs_restore_into_a_new_store_and_render_the_same_table(tmp_pa
     with pytest.raises(SystemExit):  # a wrong archive folder is an error, not "restored 0"
         archive.main(["--results-root", second, "--archive", str(tmp_path / "nowhere"), "restore"])
     assert "no run archive at" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError, match="no run archive at"):  # from Python too
+        archive.restore(second, tmp_path / "nowhere")
 
     # restored into an empty store, the done-only render trains nothing and gives the same cell
     assert archive.main(["--results-root", second, "--archive", str(arch), "restore"]) == 0

@@ -99,8 +99,11 @@ def test_resume_after_interruption_gives_identical_metrics(tmp_path, monkeypatch
     overrides = [*SMOKE, "profile.max_rounds=7", "train.checkpoint_every=2", "participation=p10"]
     logged_at_checkpoint = []  # metrics.csv is flushed at each checkpoint: status sees a live run's round
     save_checkpoint = store.save_checkpoint
-    monkeypatch.setattr(store, "save_checkpoint", lambda folder, state: (
-        logged_at_checkpoint.append((state["round"], store.last_round(folder))), save_checkpoint(folder, state)))
+
+    def recording_save_checkpoint(folder, state):
+        logged_at_checkpoint.append((state["round"], store.last_round(folder)))
+        save_checkpoint(folder, state)
+    monkeypatch.setattr(store, "save_checkpoint", recording_save_checkpoint)
     clean = run_experiment(compose_config([*overrides, f"results_root={tmp_path / 'a'}"]), quiet=True)
     assert logged_at_checkpoint == [(2, 2), (4, 4), (6, 6)]
     cfg = compose_config([*overrides, f"results_root={tmp_path / 'b'}"])
