@@ -327,6 +327,27 @@ def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatc
     assert "DONE_ONLY='yes'" in capsys.readouterr().err
 
 
+def test_reading_another_targets_runs_trains_and_plans_nothing(tmp_path, monkeypatch):
+    """measure_cells(run=False): what the cross-figure claims of the L2GD and LoSAC targets read."""
+    from fedrepro.reports import grid
+
+    root = str(tmp_path)
+    extra = ["train.num_clients=10"]
+    cells = [grid.Cell({"cell": "done"}, ["algorithm=fedavg"]), grid.Cell({"cell": "todo"}, ["algorithm=fedprox"])]
+    measure = dict(profile="smoke", seeds=1, results_root=root, extra=extra, log=lambda line: None)
+    grid.measure_cells(cells[:1], lambda r: r.summary["final"]["server_test_acc"], **measure)
+    runs_before = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    status, runs = grid.measure_cells(cells, lambda r: r.summary["final"]["server_test_acc"], run=False, **measure)
+    assert list(status.status) == ["ok", "not run"] and runs[0][0].reused and runs[1] == []
+    assert status.reason[1] == grid.NOT_IN_STORE
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == runs_before  # nothing was trained
+    monkeypatch.setattr(grid, "_PLAN", [])  # planning (fedrepro.status): another target's runs are not ours
+    grid.measure_cells(cells, lambda r: 0.0, run=False, **measure)
+    assert grid._PLAN == []
+    grid.measure_cells(cells, lambda r: 0.0, **measure)
+    assert [p["label"] for p in grid._PLAN] == ["done seed 0", "todo seed 0"]
+
+
 def test_a_parse_sets_the_launcher_anew(monkeypatch, capsys):
     """Two targets in one process: the first one's --launcher is not the second one's default."""
     from fedrepro.reports.cli import table_parser

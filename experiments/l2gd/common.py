@@ -11,8 +11,6 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac.common import figure_dir, missing_reason, write_claims  # noqa: F401  (re-exported)
-from fedrepro import store
-from fedrepro.config import compose_config, run_key
 from fedrepro.reports.grid import Cell, configured_rounds, measure_cells
 
 
@@ -27,45 +25,12 @@ def parser(description: str):
     return ap
 
 
-def run_overrides(cell: Cell, args, extra: list[str], seed: int) -> list[str]:
-    """Exactly what measure_cells composes for (cell, seed)."""
-    return [*cell.overrides, *extra, f"profile={args.profile}", f"seed={seed}",
-            f"results_root={args.results_root}", "logger.progress=false"]
-
-
-def stored(cells: list[Cell], args, extra: list[str]) -> tuple[pd.DataFrame, dict]:
-    """measure_cells' (status frame, runs) for the runs already in the results store; nothing runs.
-    A cell with no finished (or diverged) run is "not run" ("not in the results store")."""
-    from fedrepro.run import RunResult
-
-    rows, runs = [], {}
-    for i, cell in enumerate(cells):
-        found = []
-        if not cell.not_run:
-            for seed in range(args.seeds):
-                folder = store.run_dir(args.results_root, run_key(compose_config(run_overrides(cell, args, extra, seed))))
-                s = store.done_summary(folder)
-                if s is not None:
-                    found.append(RunResult(folder.name, folder, s, True))
-        if found:
-            runs[i] = found
-            diverged = any(r.summary["status"] != "finished" for r in found)
-            rows.append({"status": "diverged" if diverged else "ok", "reason": "",
-                         "seeds": ",".join(str(r.summary["seed"]) for r in found)})
-        else:
-            rows.append({"status": "not run", "reason": cell.not_run or "not in the results store (run its target)",
-                         "seeds": ""})
-    return pd.DataFrame(rows), runs
-
-
 def collect(cells: list[Cell], args, extra: list[str], *, run: bool = True) -> tuple[pd.DataFrame, dict]:
-    """Run (or reuse) every runnable cell, or with run=False only read the store."""
-    if not run:
-        return stored(cells, args, extra)
-    # the metric is unused (frames are read from the runs); not NaN: mean_interval (statistics.stdev)
-    # fails on several NaNs, so seeds > 1 would crash
-    status, runs = measure_cells(cells, lambda r: 0.0, profile=args.profile, seeds=args.seeds,
-                                 results_root=args.results_root, extra=extra, jobs=args.jobs)
+    """Run (or reuse) every runnable cell, or with run=False only read the store (another
+    target's runs)."""
+    # the metric is unused: frames are read from the runs
+    status, runs = measure_cells(cells, lambda r: math.nan, profile=args.profile, seeds=args.seeds,
+                                 results_root=args.results_root, extra=extra, jobs=args.jobs, run=run)
     return status, runs
 
 

@@ -27,8 +27,6 @@ import pandas as pd
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
 from experiments.losac.common import figure_dir, missing_reason, parser, write_claims
-from fedrepro import store
-from fedrepro.config import compose_config, run_key
 from fedrepro.reports import claims_losac_curves  # noqa: F401  (registers LSC-F1..F5)
 from fedrepro.reports.claims import evaluate_claims
 from fedrepro.reports.figures import panel_grid
@@ -110,30 +108,6 @@ def frame(cell_list: list[Cell], status: pd.DataFrame, runs: dict) -> tuple[pd.D
     return pd.DataFrame(rows), pd.DataFrame(curves)
 
 
-def stored(fig: settings.CurveFigure, args) -> tuple[pd.DataFrame, dict]:
-    """The status frame and runs of `fig` that are already in the results store (nothing runs)."""
-    from fedrepro.run import RunResult
-
-    rows, runs = [], {}
-    for i, cell in enumerate(cells(fig, args.data_root)):
-        found = []
-        for seed in range(args.seeds):
-            cfg = compose_config([*cell.overrides, *extra(args), f"profile={args.profile}", f"seed={seed}",
-                                  f"results_root={args.results_root}", "logger.progress=false"]) \
-                if not cell.not_run else None
-            folder = store.run_dir(args.results_root, run_key(cfg)) if cfg is not None else None
-            s = store.done_summary(folder) if folder is not None else None
-            if s is not None:
-                found.append(RunResult(folder.name, folder, s, True))
-        if found:
-            runs[i] = found
-            diverged = [r for r in found if r.summary["status"] != "finished"]
-            rows.append({"status": "diverged" if diverged else "ok", "reason": "", "seeds": ""})
-        else:
-            rows.append({"status": "not run", "reason": cell.not_run or "not in the results store", "seeds": ""})
-    return pd.DataFrame(rows), runs
-
-
 def draw(curves: pd.DataFrame, fig: settings.CurveFigure, path: Path, title: str) -> None:
     panels = fig.panels
     plot, axes = panel_grid(2, len(panels), (3.3, 3.0))
@@ -204,7 +178,10 @@ def main(argv=None) -> int:
     everything = [summary]
     for number, other in settings.CURVE_FIGURES.items():
         if number != fig.number and set(other.claims) & set(fig.claims):
-            everything.append(frame(cells(other, args.data_root), *stored(other, args))[0])
+            other_cells = cells(other, args.data_root)
+            read = measure_cells(other_cells, lambda run: math.nan, profile=args.profile, seeds=args.seeds,
+                                 results_root=args.results_root, extra=extra(args), run=False)
+            everything.append(frame(other_cells, *read)[0])
 
     out_dir = figure_dir(args.results_root)
     name = f"losac_fig{fig.number}"

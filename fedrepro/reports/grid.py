@@ -124,6 +124,7 @@ def _worker_died(overrides: list[str], why: str):
 _PLAN: Optional[list] = None
 DONE_ONLY_ENV = "FEDREPRO_DONE_ONLY"
 NOT_COMPUTED = "not computed yet (rendered with --done-only: no finished run in the results store)"
+NOT_IN_STORE = "not in the results store (run its target)"
 
 
 def done_only() -> bool:
@@ -301,20 +302,23 @@ def launch(args: list[list[str]], *, jobs: int = 1, launcher: Optional[str] = No
     return _launch_ray(args, jobs, threads, log)
 
 
-def _stored(args: list[list[str]], labels: list[str]) -> list:
+def _stored(args: list[list[str]], labels: list[str], *, owned: bool = True) -> list:
     """Outcomes from the store alone (nothing is computed): finished and diverged runs come back,
-    the others as "not run". In plan mode (fedrepro.status) each run's key is recorded too."""
+    the others as "not run". In plan mode (fedrepro.status) each run's key is recorded too, unless
+    the runs are another target's (owned=False: read, never planned here)."""
     from fedrepro import store
     from fedrepro.config import run_key
     from fedrepro.run import RunResult
 
-    why = "DataError: planning only (fedrepro.status)" if _PLAN is not None else NOT_COMPUTED
+    plan = _PLAN if owned else None
+    why = ("DataError: planning only (fedrepro.status)" if plan is not None
+           else NOT_COMPUTED if owned else NOT_IN_STORE)
     outcomes = []
     for a, label in zip(args, labels):
         cfg = compose_config(a)
         key = run_key(cfg)
-        if _PLAN is not None:
-            _PLAN.append({"label": label, "key": key, "overrides": a, "results_root": str(cfg.results_root)})
+        if plan is not None:
+            plan.append({"label": label, "key": key, "overrides": a, "results_root": str(cfg.results_root)})
         folder = store.run_dir(cfg.results_root, key)
         s = store.done_summary(folder)
         outcomes.append(RunResult(key, folder, s, reused=True) if s is not None
@@ -332,8 +336,12 @@ def configured_rounds(folder) -> Optional[int]:
 
 def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: int,
                   results_root: str = "results", extra: list[str] = (), jobs: int = 1,
-                  log: Callable[[str], None] = print, launcher: Optional[str] = None) -> tuple[pd.DataFrame, dict]:
+                  log: Callable[[str], None] = print, launcher: Optional[str] = None,
+                  run: bool = True) -> tuple[pd.DataFrame, dict]:
     """Run every runnable cell for seeds 0..seeds-1 and measure `metric(run_result)` on each.
+
+    run=False reads another target's cells: only runs already in the store count, nothing is
+    computed or planned, and a missing run's cell is "not run" (NOT_IN_STORE).
 
     `jobs` runs at once through `launcher` (default: $LAUNCHER, else local: joblib processes
     when jobs > 1), each with cores // jobs threads, so they do not oversubscribe the machine.
@@ -351,15 +359,15 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
         return " ".join(str(v) for v in cells[i].keys.values())
 
     args = [overrides(i, seed) for i, seed in tasks]
-    if _PLAN is not None or done_only():
-        outcomes = _stored(args, [f"{label(i)} seed {seed}" for i, seed in tasks])
+    if _PLAN is not None or done_only() or not run:
+        outcomes = _stored(args, [f"{label(i)} seed {seed}" for i, seed in tasks], owned=run)
     else:
         outcomes = launch(args, jobs=jobs, launcher=launcher, results_root=results_root, log=log)
 
     by_cell: dict[int, list] = {}
     for (i, seed), outcome in zip(tasks, outcomes):
         by_cell.setdefault(i, []).append(outcome)
-        if _PLAN is not None:
+        if _PLAN is not None or not run:
             continue
         if isinstance(outcome, Failure):
             where = f" {outcome.folder}" if outcome.folder is not None else ""
