@@ -325,6 +325,9 @@ class TrainConfig:
     clip_norm: Optional[float] = 10.0  # gradient clipping by global norm (null = off)
     eval_every: int = 1
     checkpoint_every: int = 10
+    # also checkpoint once this much training time has passed since the last one, so a run of
+    # slow rounds (Shakespeare at 100 %: minutes each) loses little when its session ends
+    checkpoint_minutes: Optional[float] = 10.0
     # auto: batched for the models it serves (MLP, logistic regression, no augmentation) under
     # algorithms without per-step rules, sequential otherwise (`resolved_executor`)
     executor: str = "auto"  # auto | sequential | batched (fedrepro/engine/batched.py)
@@ -444,6 +447,7 @@ def validate(cfg: DictConfig) -> None:
     positive("train.local_epochs", strict=False)
     positive("train.local_steps", allow_none=True)
     positive("train.clip_norm", allow_none=True)
+    positive("train.checkpoint_minutes", allow_none=True)
     for key in ("train.weight_decay",):
         positive(key, strict=False)
     if not 0 < cfg.train.lr_decay <= 1:
@@ -611,7 +615,8 @@ def identity(cfg: DictConfig) -> dict:
     data = OmegaConf.to_container(cfg, resolve=True)
     for key in _NOT_IN_KEY:
         data.pop(key, None)
-    data["train"].pop("checkpoint_every", None)
+    for when in ("checkpoint_every", "checkpoint_minutes"):  # when to save, not what is computed
+        data["train"].pop(when, None)
     # how the clients are computed, not what: sharding gives the same numbers (tested); the
     # batched executor agrees with the sequential one to float rounding only, so it is keyed
     # (as resolved: auto's sequential runs keep the keys they had before auto existed)

@@ -122,8 +122,8 @@ def check_memory(cfg: DictConfig, state_bytes: int, clients: int, dim: int, quie
     """The run's per-client state before it starts: the algorithm's (clients, d) tensors (LoSAC's
     M stored block gradients per client, FedDyn's gradients...) plus every client's latest model,
     kept by the loop; said when above 256 MiB, refused with what to set when above the memory
-    this machine has free (a checkpoint holds the same again, written once per
-    train.checkpoint_every rounds)."""
+    this machine has free (a checkpoint holds the same again, written every
+    train.checkpoint_every rounds or train.checkpoint_minutes)."""
     total = state_bytes + clients * dim * 4
     available = _available_memory()
     if available is not None and total > 0.9 * available:
@@ -290,7 +290,7 @@ def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Opt
 
     status, error = "finished", None
     try:
-        loop.run(start_round, on_row, on_checkpoint, cfg.train.checkpoint_every)
+        loop.run(start_round, on_row, on_checkpoint, cfg.train.checkpoint_every, cfg.train.checkpoint_minutes)
     except DivergenceError as exc:
         status, error = "diverged", f"{exc} (round {exc.round})"
     finally:

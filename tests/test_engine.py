@@ -1,4 +1,5 @@
 """The round loop, FedAvg / FedProx, sampling, batching, the ledger inside a run, resume and divergence."""
+import itertools
 import json
 
 import pandas as pd
@@ -8,7 +9,7 @@ import torch
 from convex import least_squares_problem, run_convex
 from fedrepro import store
 from fedrepro.algorithms.fedavg import FedAvg, FedProx
-from fedrepro.config import compose_config
+from fedrepro.config import compose_config, run_key
 from fedrepro.engine.local import batch_schedule
 from fedrepro.engine.sampling import sample_clients
 from fedrepro.run import Interrupted, run_experiment
@@ -117,6 +118,26 @@ def test_resume_after_interruption_gives_identical_metrics(tmp_path, monkeypatch
     pd.testing.assert_frame_equal(pd.read_csv(resumed.folder / "metrics.csv"),
                                   pd.read_csv(clean.folder / "metrics.csv"))
     assert not (resumed.folder / "checkpoint.pt").exists()
+
+
+def test_checkpoints_also_come_after_checkpoint_minutes(tmp_path, monkeypatch):
+    """Slow rounds: a checkpoint once 10 minutes passed, whatever checkpoint_every says; when to
+    save is not part of the run's key."""
+    import types
+
+    from fedrepro.engine import loop as loop_module
+
+    overrides = [*SMOKE, "profile.max_rounds=7", "train.checkpoint_every=100"]
+    saved = []
+    monkeypatch.setattr(store, "save_checkpoint", lambda folder, state: saved.append(state["round"]))
+    for minutes, expected in (("10", [2, 4, 6]), ("null", [])):
+        clock = itertools.count(step=360)  # every reading 6 minutes after the last
+        monkeypatch.setattr(loop_module, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
+        saved.clear()
+        cfg = compose_config([*overrides, f"train.checkpoint_minutes={minutes}", f"results_root={tmp_path / minutes}"])
+        run_experiment(cfg, quiet=True)
+        assert saved == expected
+    assert run_key(compose_config([*overrides, "train.checkpoint_minutes=1"])) == run_key(compose_config(overrides))
 
 
 def test_damaged_checkpoint_restarts_with_a_warning(tmp_path):

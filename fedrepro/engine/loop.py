@@ -24,6 +24,7 @@ every evaluation then scores on each client's own data (`personal_*` columns, do
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -194,9 +195,16 @@ class RoundLoop:
         return row
 
     def run(self, start_round: int, on_row: Callable[[dict], None],
-            on_checkpoint: Callable[[int], None], checkpoint_every: int) -> None:
+            on_checkpoint: Callable[[int], None], checkpoint_every: int,
+            checkpoint_minutes: Optional[float] = None) -> None:
+        """Rounds start_round.. ; a checkpoint every `checkpoint_every` rounds and whenever
+        `checkpoint_minutes` have passed since the last one (never after the last round)."""
+        last = time.monotonic()
         for t in range(start_round, self.eff.rounds):
             row = self.run_round(t)
             on_row(row)
-            if (t + 1) % checkpoint_every == 0 and t + 1 < self.eff.rounds:
+            due = (t + 1) % checkpoint_every == 0 or (
+                checkpoint_minutes is not None and time.monotonic() - last >= 60 * checkpoint_minutes)
+            if due and t + 1 < self.eff.rounds:
                 on_checkpoint(t + 1)
+                last = time.monotonic()
