@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
-from experiments.losac.common import figure_dir, missing_reason, write_claims  # noqa: F401  (re-exported)
-from fedrepro.reports.grid import Cell, configured_rounds, measure_cells
+from experiments.losac.common import collect, figure_dir, missing_reason, write_claims  # noqa: F401  (re-exported)
+from fedrepro.reports.grid import configured_rounds
 
 
 def parser(description: str):
@@ -23,15 +23,6 @@ def parser(description: str):
         if action.dest in ("datasets", "splits"):
             action.help = "ignored here"
     return ap
-
-
-def collect(cells: list[Cell], args, extra: list[str], *, run: bool = True) -> tuple[pd.DataFrame, dict]:
-    """Run (or reuse) every runnable cell, or with run=False only read the store (another
-    target's runs)."""
-    # the metric is unused: frames are read from the runs
-    status, runs = measure_cells(cells, lambda r: math.nan, profile=args.profile, seeds=args.seeds,
-                                 results_root=args.results_root, extra=extra, jobs=args.jobs, run=run)
-    return status, runs
 
 
 def metrics(run) -> pd.DataFrame:

@@ -9,6 +9,7 @@ no checkpoints. Table II goes through the results store instead (`measure_cells`
 """
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Optional
@@ -20,7 +21,16 @@ from fedrepro.config import validate
 from fedrepro.data.common import DatasetTensors
 from fedrepro.data.loaders import dataset_for
 from fedrepro.metrics.ledger import Ledger
+from fedrepro.reports.grid import Cell, measure_cells
 from fedrepro.run import Federated, build_federation, client_partition
+
+
+def collect(cells: list[Cell], args, extra: list[str], *, run: bool = True, log=print) -> tuple[pd.DataFrame, dict]:
+    """measure_cells for the LoSAC and L2GD targets, which read their frames from the runs
+    themselves (no per-cell metric): run (or reuse) every runnable cell, or with run=False only
+    read another target's runs from the store."""
+    return measure_cells(cells, lambda r: math.nan, profile=args.profile, seeds=args.seeds,
+                         results_root=args.results_root, extra=extra, jobs=args.jobs, log=log, run=run)
 
 
 def build_loop(cfg, data: Optional[DatasetTensors] = None, ledger_class: type = Ledger, **ledger_kw) -> Federated:

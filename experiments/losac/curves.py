@@ -26,11 +26,11 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import figure_dir, missing_reason, parser, write_claims
+from experiments.losac.common import collect, figure_dir, missing_reason, parser, write_claims
 from fedrepro.reports import claims_losac_curves  # noqa: F401  (registers LSC-F1..F5)
 from fedrepro.reports.claims import evaluate_claims
 from fedrepro.reports.figures import panel_grid
-from fedrepro.reports.grid import Cell, configured_rounds, measure_cells
+from fedrepro.reports.grid import Cell, configured_rounds
 from fedrepro.reports.tables import markdown_grid
 
 PANEL_KEYS = ["figure", "dataset_key", "split_key", "c", "S", "T"]
@@ -172,16 +172,13 @@ def main(argv=None) -> int:
     fig = settings.CURVE_FIGURES[args.figure]
     print(f"LoSAC Figure {fig.number} ({fig.title}) at profile={args.profile}, seeds={args.seeds}")
     cell_list = cells(fig, args.data_root)
-    status, runs = measure_cells(cell_list, lambda run: math.nan, profile=args.profile, seeds=args.seeds,
-                                 results_root=args.results_root, extra=extra(args), jobs=args.jobs)
+    status, runs = collect(cell_list, args, extra(args))
     summary, curves = frame(cell_list, status, runs)
     everything = [summary]
     for number, other in settings.CURVE_FIGURES.items():
         if number != fig.number and set(other.claims) & set(fig.claims):
             other_cells = cells(other, args.data_root)
-            read = measure_cells(other_cells, lambda run: math.nan, profile=args.profile, seeds=args.seeds,
-                                 results_root=args.results_root, extra=extra(args), run=False)
-            everything.append(frame(other_cells, *read)[0])
+            everything.append(frame(other_cells, *collect(other_cells, args, extra(args), run=False))[0])
 
     out_dir = figure_dir(args.results_root)
     name = f"losac_fig{fig.number}"

@@ -22,13 +22,13 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import missing_reason
+from experiments.losac.common import collect, missing_reason
 from experiments.losac.common import parser as common_parser
 from fedrepro.config import compose_config
 from fedrepro.metrics.targets import Count, gain, mean_count, rounds_to_target
 from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import claims_markdown, evaluate_claims
-from fedrepro.reports.grid import Cell, mean_interval, measure_cells
+from fedrepro.reports.grid import Cell, mean_interval
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, markdown_grid, to_markdown, write_table
 
@@ -153,8 +153,7 @@ def read_run(run) -> dict:
 def measure(ref: pd.DataFrame, args, log=print) -> pd.DataFrame:
     """The runs frame: one row per (dataset, method, M, T) with status and the seed means."""
     cells, rows = grid(ref, args.data_root)
-    frame, runs = measure_cells(cells, lambda run: math.nan, profile=args.profile, seeds=args.seeds,
-                                results_root=args.results_root, extra=run_extra(args), jobs=args.jobs, log=log)
+    frame, runs = collect(cells, args, run_extra(args), log=log)
     out = []
     for i, keys in enumerate(rows):
         status = frame.iloc[i]
