@@ -294,6 +294,19 @@ def test_read_libsvm_damaged(tmp_path, text, expect):
     assert str(path) in str(e.value) and expect in str(e.value)
 
 
+def test_re_encoded_text_files_are_named(tmp_path, tiny_har):
+    """A UTF-16 copy (what a Windows editor's 'save as Unicode' gives) of a LIBSVM or HAR file."""
+    path = tmp_path / "a1a"
+    path.write_text("-1 3:1 11:1\n", encoding="utf-16")
+    with pytest.raises(DataError, match=r"a1a: not an ASCII text file"):
+        LS.read_libsvm(path)
+    folder, _ = make_har(tmp_path)
+    y = folder / "train/y_train.txt"
+    y.write_text(y.read_text(), encoding="utf-16")
+    with pytest.raises(DataError, match=r"y_train\.txt: not an ASCII text file"):
+        uci.load_har(tmp_path, download=False)
+
+
 def test_a1a_without_test_file_uses_training_set(tmp_path, tiny_libsvm):
     write_libsvm(tmp_path / "libsvm", "a1a")
     write_libsvm(tmp_path / "libsvm" / "nonoriginal", "a1a.t", "+1 1:1\n")  # never picked up

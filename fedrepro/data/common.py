@@ -12,7 +12,7 @@ import hashlib
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import torch
@@ -45,6 +45,19 @@ def missing_error(dataset: str, missing: list[Path], folder: Path, where: str) -
 
 def labels_tensor(y: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.asarray(y, dtype=np.int64).copy())
+
+
+def ascii_token_lines(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """(line number, whitespace-separated tokens) of each non-blank line of an ASCII text file
+    (LIBSVM, UCI HAR); a DataError for any other encoding, e.g. a UTF-16 re-encoded copy."""
+    try:
+        with open(path, encoding="ascii") as f:
+            for lineno, line in enumerate(f, 1):
+                tokens = line.split()
+                if tokens:
+                    yield lineno, tokens
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not an ASCII text file ({e}); get the original file.") from e
 
 
 IDX_IMAGES, IDX_LABELS = 0x803, 0x801  # idx magic: unsigned byte data, 3 or 1 dims

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedrepro.data.common import DatasetTensors, labels_tensor, missing_error
+from fedrepro.data.common import DatasetTensors, ascii_token_lines, labels_tensor, missing_error
 from fedrepro.errors import ConfigError, DataError
 
 N_FEATURES = 123
@@ -31,33 +31,26 @@ def read_libsvm(path: str | Path, n_features: int = N_FEATURES) -> tuple[np.ndar
     """(x float32 (n, n_features), y int64 0/1) from a ±1-labelled LIBSVM text file."""
     path = Path(path)
     labels, rows, cols, vals = [], [], [], []
-    try:
-        with open(path, encoding="ascii") as f:
-            for lineno, line in enumerate(f, 1):
-                tokens = line.split()
-                if not tokens:
-                    continue
-                if tokens[0] not in ("+1", "-1", "1"):
-                    raise DataError(f"{path}: line {lineno}: label {tokens[0]!r}, expected +1 or -1.")
-                r = len(labels)
-                labels.append(tokens[0] != "-1")
-                for tok in tokens[1:]:
-                    idx, sep, val = tok.partition(":")
-                    try:
-                        i, v = int(idx), float(val)
-                    except ValueError:
-                        i = v = None
-                    if not sep or i is None:
-                        raise DataError(f"{path}: line {lineno}: malformed token {tok!r}, expected "
-                                        f"idx:value; the file is damaged or truncated.")
-                    if not 1 <= i <= n_features:
-                        raise DataError(f"{path}: line {lineno}: feature index {i} outside "
-                                        f"1..{n_features}.")
-                    rows.append(r)
-                    cols.append(i - 1)
-                    vals.append(v)
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not an ASCII LIBSVM file ({e}).") from e
+    for lineno, tokens in ascii_token_lines(path):
+        if tokens[0] not in ("+1", "-1", "1"):
+            raise DataError(f"{path}: line {lineno}: label {tokens[0]!r}, expected +1 or -1.")
+        r = len(labels)
+        labels.append(tokens[0] != "-1")
+        for tok in tokens[1:]:
+            idx, sep, val = tok.partition(":")
+            try:
+                i, v = int(idx), float(val)
+            except ValueError:
+                i = v = None
+            if not sep or i is None:
+                raise DataError(f"{path}: line {lineno}: malformed token {tok!r}, expected "
+                                f"idx:value; the file is damaged or truncated.")
+            if not 1 <= i <= n_features:
+                raise DataError(f"{path}: line {lineno}: feature index {i} outside "
+                                f"1..{n_features}.")
+            rows.append(r)
+            cols.append(i - 1)
+            vals.append(v)
     x = np.zeros((len(labels), n_features), np.float32)
     x[rows, cols] = vals
     return x, np.array(labels, dtype=np.int64)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedrepro.data.common import DatasetTensors, labels_tensor, missing_error
+from fedrepro.data.common import DatasetTensors, ascii_token_lines, labels_tensor, missing_error
 from fedrepro.data.mnist import stratified_holdout
 from fedrepro.errors import ConfigError, DataError
 
@@ -43,21 +43,14 @@ def _reject_unknown(dataset: str, extra: dict, valid: tuple[str, ...]) -> None:
 def _read_rows(path: Path, n_cols: int, dtype) -> np.ndarray:
     """Whitespace-separated numeric table with exactly n_cols per non-blank line."""
     rows = []
-    try:
-        with open(path, encoding="ascii") as f:
-            for lineno, line in enumerate(f, 1):
-                tokens = line.split()
-                if not tokens:
-                    continue
-                if len(tokens) != n_cols:
-                    raise DataError(f"{path}: line {lineno} has {len(tokens)} values, expected "
-                                    f"{n_cols}; the file is damaged or truncated.")
-                try:
-                    rows.append(np.array(tokens, dtype=dtype))
-                except ValueError as e:
-                    raise DataError(f"{path}: line {lineno} is not numeric ({e}).") from e
-    except UnicodeDecodeError as e:  # e.g. a UTF-16 re-encoded copy
-        raise DataError(f"{path}: not an ASCII text file ({e}); get the original file.") from e
+    for lineno, tokens in ascii_token_lines(path):
+        if len(tokens) != n_cols:
+            raise DataError(f"{path}: line {lineno} has {len(tokens)} values, expected "
+                            f"{n_cols}; the file is damaged or truncated.")
+        try:
+            rows.append(np.array(tokens, dtype=dtype))
+        except ValueError as e:
+            raise DataError(f"{path}: line {lineno} is not numeric ({e}).") from e
     return np.stack(rows) if rows else np.zeros((0, n_cols), dtype)
 
 
