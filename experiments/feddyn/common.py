@@ -25,7 +25,7 @@ from fedrepro.data.loaders import default_data_root, unavailable
 from fedrepro.metrics.targets import (Count, gain, mean_count, models_to_target, rounds_to_target,
                                       uplink_factor, with_gain)
 from fedrepro.reports import claims_feddyn  # noqa: F401  (registers the FDY-* checks)
-from fedrepro.reports.claims import claims_markdown, evaluate_claims
+from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.cli import table_parser
 from fedrepro.reports.grid import Cell, mean_interval, measure_cells
 from fedrepro.reports.reference import load_reference
@@ -381,12 +381,10 @@ def run_table(spec: TableSpec, argv=None, *, algorithms=settings.ALGORITHMS, ext
     print(to_markdown(table, title, lines))
 
     everything, used = claims_frame(frame, args, spec.number)
-    claims_md = claims_markdown(evaluate_claims(list(spec.claims), everything))
     source = f" (with the saved rows of Tables {', '.join(map(str, used))})" if used else ""
-    claims_md = f"Claims on our numbers{source}:\n\n{claims_md}"
-    print("\n" + claims_md)
     paths["claims"] = out_dir / f"{stem}_claims.md"
-    paths["claims"].write_text(claims_md, encoding="utf-8")
+    print("\n" + write_claims(paths["claims"], evaluate_claims(list(spec.claims), everything),
+                              f"Claims on our numbers{source}:"))
     paths["runs"] = runs_csv
     for name, path in paths.items():
         print(f"[feddyn table{spec.number}] {name}: {path}")

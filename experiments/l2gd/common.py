@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
-from experiments.losac.common import collect, figure_dir, missing_reason, write_claims  # noqa: F401  (re-exported)
+from experiments.losac.common import collect, figure_dir, missing_reason  # noqa: F401  (re-exported)
 from fedrepro.reports.grid import configured_rounds
 
 

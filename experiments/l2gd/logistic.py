@@ -25,10 +25,10 @@ import pandas as pd
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.l2gd import settings
 from experiments.l2gd.common import collect, figure_dir, fmt, mean_or_nan, metrics, missing_reason, parser, \
-    rounds_of, write_claims
+    rounds_of
 from fedrepro.algorithms import l2gd as theory
 from fedrepro.reports import claims_l2gd  # noqa: F401  (registers L2G-F2-*, F3-*)
-from fedrepro.reports.claims import evaluate_claims
+from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.figures import panel_grid
 from fedrepro.reports.grid import Cell
 from fedrepro.reports.tables import markdown_grid

@@ -74,11 +74,3 @@ def figure_dir(results_root) -> Path:
     path = Path(results_root) / "figures"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def write_claims(path: Path, claims: pd.DataFrame, header: str) -> str:
-    from fedrepro.reports.claims import claims_markdown
-
-    text = f"{header}\n\n{claims_markdown(claims)}"
-    path.write_text(text, encoding="utf-8")
-    return text

@@ -26,9 +26,9 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import collect, figure_dir, missing_reason, parser, write_claims
+from experiments.losac.common import collect, figure_dir, missing_reason, parser
 from fedrepro.reports import claims_losac_curves  # noqa: F401  (registers LSC-F1..F5)
-from fedrepro.reports.claims import evaluate_claims
+from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.figures import panel_grid
 from fedrepro.reports.grid import Cell, configured_rounds
 from fedrepro.reports.tables import markdown_grid

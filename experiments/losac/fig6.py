@@ -27,13 +27,13 @@ from omegaconf import OmegaConf
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import build_loop, figure_dir, missing_reason, parser, write_claims
+from experiments.losac.common import build_loop, figure_dir, missing_reason, parser
 from fedrepro.data.loaders import dataset_for
 from fedrepro.attacks.upload import CaptureLedger, attack_client
 from fedrepro.config import compose_config, effective
 from fedrepro.errors import DivergenceError
 from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
-from fedrepro.reports.claims import evaluate_claims
+from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.figures import panel_grid
 from fedrepro.reports.grid import refuse_done_only
 from fedrepro.reports.tables import markdown_grid

@@ -27,7 +27,7 @@ from experiments.losac.common import parser as common_parser
 from fedrepro.config import compose_config
 from fedrepro.metrics.targets import Count, gain, mean_count, rounds_to_target
 from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
-from fedrepro.reports.claims import claims_markdown, evaluate_claims
+from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.grid import Cell, mean_interval
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, markdown_grid, to_markdown, write_table
@@ -310,11 +310,9 @@ def main(argv=None) -> int:
         f.write(speed)
     print(to_markdown(table, title, lines) + speed)
 
-    claims_md = "Claims on our numbers (LSC-T2-*, rules of claims.csv):\n\n" + \
-        claims_markdown(evaluate_claims(list(CLAIMS), runs))
-    print("\n" + claims_md)
     paths["claims"] = out_dir / f"{STEM}_claims.md"
-    paths["claims"].write_text(claims_md, encoding="utf-8")
+    print("\n" + write_claims(paths["claims"], evaluate_claims(list(CLAIMS), runs),
+                              "Claims on our numbers (LSC-T2-*, rules of claims.csv):"))
     paths["runs"] = runs_csv
     for name, path in paths.items():
         print(f"[losac table2] {name}: {path}")

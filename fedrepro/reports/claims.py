@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import pandas as pd
@@ -83,6 +84,13 @@ def claims_markdown(df: pd.DataFrame) -> str:
         lines.append(f"- **{r['claim_id']}** {r['verdict']}: {r['claim']}")
         lines += [f"  - {ln}" for ln in str(r["detail"]).splitlines() if ln.strip()]
     return "\n".join(lines) + "\n"
+
+
+def write_claims(path: Path, claims: pd.DataFrame, header: str) -> str:
+    """`header`, a blank line and the claims' bullets, written to `path`; the text, to print."""
+    text = f"{header}\n\n{claims_markdown(claims)}"
+    path.write_text(text, encoding="utf-8")
+    return text
 
 
 # ---------------------------------------------------------------------------------------------
