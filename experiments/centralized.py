@@ -18,7 +18,7 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from fedrepro.reports.cli import table_parser
-from fedrepro.reports.grid import Cell, measure_cells
+from fedrepro.reports.grid import Cell, measure_target
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,7 @@ def main(argv=None) -> int:
     ap = table_parser(__doc__.splitlines()[0])
     args = ap.parse_args(argv)
     cells = [cell(b, args.profile) for b in BASELINES]
-    ours, runs = measure_cells(cells, lambda r: 100 * r.summary["final"].get("server_test_acc", math.nan),
-                               profile=args.profile, seeds=args.seeds, jobs=args.jobs,
-                               results_root=args.results_root, extra=[f"data_root={args.data_root}"])
+    ours, runs = measure_target(cells, args, lambda r: 100 * r.summary["final"].get("server_test_acc", math.nan))
     rows = []
     for i, (b, c) in enumerate(zip(BASELINES, cells)):
         r = ours.iloc[i]

@@ -58,7 +58,7 @@ def test_curve_target_smoke_writes_figure_summary_and_claims(tmp_path, monkeypat
                                 panels=fig5.panels[:2])
     monkeypatch.setitem(settings.CURVE_FIGURES, 5, small)
     root = os.environ.get("FEDREPRO_DATA_ROOT")
-    real_esr = bool(root) and curves.missing_reason("esr", root) is None
+    real_esr = bool(root) and curves.unavailable("esr", root) is None
     data_root = root if real_esr else str(tmp_path / "data")
     out = io.StringIO()
     threads = torch.get_num_threads()

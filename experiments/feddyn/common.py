@@ -27,7 +27,7 @@ from fedrepro.metrics.targets import (Count, gain, mean_count, models_to_target,
 from fedrepro.reports import claims_feddyn  # noqa: F401  (registers the FDY-* checks)
 from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.cli import table_parser
-from fedrepro.reports.grid import Cell, mean_interval, measure_cells
+from fedrepro.reports.grid import Cell, mean_interval, measure_target
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, to_markdown, write_table
 
@@ -209,9 +209,7 @@ def measure(ref: pd.DataFrame, spec: TableSpec, args, algorithms=settings.ALGORI
     FDY-T1-4), the cells and {cell index: [RunResult]}.
     """
     cells, rows = grid(ref, algorithms)
-    runs_frame, summaries = measure_cells(cells, _final_acc, profile=args.profile, seeds=args.seeds,
-                                          results_root=args.results_root, extra=run_extra(args),
-                                          jobs=args.jobs, log=log)
+    runs_frame, summaries = measure_target(cells, args, _final_acc, extra=run_extra(args), log=log)
     targets = ref.drop_duplicates(["setting", "dataset_key", "split_key", "target"])
     out = []
     for i, row in enumerate(rows):

@@ -25,7 +25,7 @@ from fedrepro.data.partition import make_partition, partition_summary
 from fedrepro.engine.seeding import derive_seed
 from fedrepro.errors import DataError
 from fedrepro.reports.cli import table_parser
-from fedrepro.reports.figures import panel_grid
+from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.tables import markdown_grid
 
 SHARES = (0.4, 0.6, 0.8)
@@ -151,7 +151,7 @@ def main(argv=None) -> int:
              "check: holds when the most common k (ties: the smaller) is a value the paper names "
              "(App. A.2)",
              f"claim FDY-F3-1 (all {len(checked)} stated cells): {claim}"]
-    out_dir = Path(args.results_root) / "figures"
+    out_dir = figure_dir(args.results_root)
     labels_name = "mnist_5k labels (fallback)" if fallback else "MNIST"
     subtitle = f"{labels_name}, {devices} devices, IID / Dir .6 / Dir .3"
     png = draw(ks, out_dir / f"{NAME}.png", subtitle)

@@ -24,7 +24,7 @@ from experiments.feddyn import common
 from fedrepro import store
 from fedrepro.config import compose_config, run_key
 from fedrepro.reports.cli import table_parser
-from fedrepro.reports.figures import panel_grid
+from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell, measure_cells
 
 NAMES = {"mnist": "MNIST", "emnist_l": "EMNIST-L", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
@@ -238,7 +238,7 @@ def main(argv=None) -> int:
     title = f"FedDyn Figure {args.figure}, {where}: {name} (profile={args.profile}, seed 0)"
     suffix = "" if dataset == paper_dataset else f"_{dataset}"
     path = draw(args.figure, panels, title,
-                Path(args.results_root) / "figures" / f"feddyn_fig{args.figure}{suffix}.png")
+                figure_dir(args.results_root) / f"feddyn_fig{args.figure}{suffix}.png")
     print(f"[feddyn figure {args.figure}] {path}")
     return 0
 

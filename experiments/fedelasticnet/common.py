@@ -24,7 +24,7 @@ from fedrepro.data.loaders import default_data_root, unavailable
 from fedrepro.reports.claims import claims_markdown, evaluate_claims
 from fedrepro.reports.cli import table_parser
 from fedrepro.reports.figures import panel_grid
-from fedrepro.reports.grid import Cell, measure_cells
+from fedrepro.reports.grid import Cell, measure_target
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, to_markdown, write_table
 
@@ -94,12 +94,6 @@ def cell(keys: dict, participation: str, profile: str, **changes) -> Cell:
         return Cell(dict(keys), not_run=reason)
     overrides = run_overrides(d, s, a, participation, profile, **changes)
     return Cell(dict(keys), overrides, not_run=not_run_reason(overrides))
-
-
-def measure(cells: list[Cell], metric: Callable, args, log: Callable = print):
-    """measure_cells with the command line's profile, seeds, jobs, results and data roots."""
-    return measure_cells(cells, metric, profile=args.profile, seeds=args.seeds, jobs=args.jobs,
-                         results_root=args.results_root, extra=[f"data_root={args.data_root}"], log=log)
 
 
 def metrics_frame(run) -> pd.DataFrame:
@@ -308,7 +302,7 @@ def run_table(spec: TableSpec, argv=None) -> int:
     cells = table_grid(reference, spec.participation, args.profile)
     title = spec.title(args.profile)
     print(f"{title}, seeds={args.seeds}: {sum(c.not_run is None for c in cells)} runnable cells of {len(cells)}")
-    ours, summaries = measure(cells, spec.metric, args)
+    ours, summaries = measure_target(cells, args, spec.metric)
     table = compare_table(ours, reference, KEYS, value_name=spec.value_name, unit_note=spec.unit_note)
     notes = [f"profile: {args.profile} (conf/profile/{args.profile}.yaml)",
              *spec.notes, *setting_notes(datasets, spec.participation, args.profile), *omitted]

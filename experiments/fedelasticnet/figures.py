@@ -36,14 +36,15 @@ import torch
 
 import fedrepro.run
 from experiments.fedelasticnet.common import (ACCURACY, IMAGE4, LABELS, PARTICIPATION, SIX, cell, dataset_reason,
-                                              draw_curves, draw_reason, group_panels, measure, metrics_frame,
+                                              draw_curves, draw_reason, group_panels, metrics_frame,
                                               new_figure, panels_figure, parser, run_overrides, runnable_datasets,
                                               save, selection, table_grid, tail_accuracy, titled)
 from fedrepro import store
 from fedrepro.config import compose_config, run_key
 from fedrepro.metrics.ledger import Ledger, shannon_entropy
 from fedrepro.reports.claims import FEN_T2_UNIT, claims_markdown, evaluate_claims
-from fedrepro.reports.grid import Cell, refuse_done_only
+from fedrepro.reports.figures import figure_dir
+from fedrepro.reports.grid import Cell, measure_target, refuse_done_only
 from fedrepro.reports.reference import load_reference
 
 ALL_SPLITS = ["iid", "dirichlet0.6", "dirichlet0.3"]
@@ -60,10 +61,6 @@ SWEEP = {"3": "fen_alg1", "4": "fen_alg2", "5": "fen_alg3"}
 LAMBDAS = [1e-8, 1e-6, 1e-4, 1e-2]
 NAMES = {"fen_alg1": "Algorithm 1", "fen_alg2": "Algorithm 2", "fen_alg3": "Algorithm 3",
          "feddyn_update": "FedDyn (sending Delta)"}
-
-
-def out_dir(args) -> Path:
-    return Path(args.results_root) / "figures"
 
 
 def report_claims(ids: list[str], frame: pd.DataFrame, path: Path) -> None:
@@ -107,15 +104,16 @@ def grid_cells(datasets, splits, algorithms, participation, args) -> tuple[list[
 def accuracy_figure(number: str, args) -> Path:
     datasets, splits, participation, claims = ACCURACY_FIGURES[number]
     cells, notes = grid_cells(datasets, splits, SIX, participation, args)
-    ours, summaries = measure(cells, lambda run: tail_accuracy(metrics_frame(run)), args)
+    ours, summaries = measure_target(cells, args, lambda run: tail_accuracy(metrics_frame(run)))
     title = (f"FedElasticNet Fig. {number}: test accuracy (mean of all clients' models) against the round, "
              f"{PARTICIPATION[participation]} participation, profile={args.profile}, data: "
              f"{data_names(summaries)}, seed 0")
+    out = figure_dir(args.results_root)
     path = panels_figure(titled(group_panels(cells, summaries, ["dataset_key", "split_key"], "algorithm_key")),
-                         out_dir(args) / f"fedelasticnet_fig{number}.png", title=title, ncols=max(2, len(splits)))
+                         out / f"fedelasticnet_fig{number}.png", title=title, ncols=max(2, len(splits)))
     for line in notes:
         print(f"note: {line}")
-    report_claims(claims, ours, out_dir(args) / f"fedelasticnet_fig{number}_claims.md")
+    report_claims(claims, ours, out / f"fedelasticnet_fig{number}_claims.md")
     return path
 
 
@@ -223,9 +221,10 @@ def figure2(args) -> Path:
         ax.set_ylabel("count (log)")
         ax.text(0.02, 0.97, f"zeros {r['zero_frac']:.1%}\nexcess kurtosis {r['kurtosis']:.1f}\n"
                             f"entropy {r['entropy']:.2f} bits", transform=ax.transAxes, va="top", fontsize=8)
-    path = save(fig, out_dir(args) / "fedelasticnet_fig2.png")
-    stats.to_csv(out_dir(args) / "fedelasticnet_fig2_stats.csv", index=False)
-    report_claims(["FEN-F2-1", "FEN-F2-2", "FEN-F2-3"], stats, out_dir(args) / "fedelasticnet_fig2_claims.md")
+    out = figure_dir(args.results_root)
+    path = save(fig, out / "fedelasticnet_fig2.png")
+    stats.to_csv(out / "fedelasticnet_fig2_stats.csv", index=False)
+    report_claims(["FEN-F2-1", "FEN-F2-2", "FEN-F2-3"], stats, out / "fedelasticnet_fig2_claims.md")
     return path
 
 
@@ -238,8 +237,8 @@ def sweep_figure(number: str, args) -> Path:
     dataset, note = stand_in()
     cells = [cell({"dataset_key": dataset, "split_key": "dirichlet0.3", "algorithm_key": alg, "lambda1": lam},
                   "p10", args.profile, lambda1=lam) for lam in LAMBDAS]
-    nnz, summaries = measure(cells, lambda run: run.summary["final"]["cum_up_nonzeros"] / FEN_T2_UNIT, args)
-    acc, _ = measure(cells, lambda run: tail_accuracy(metrics_frame(run)), args, log=lambda line: None)
+    nnz, summaries = measure_target(cells, args, lambda run: run.summary["final"]["cum_up_nonzeros"] / FEN_T2_UNIT)
+    acc, _ = measure_target(cells, args, lambda run: tail_accuracy(metrics_frame(run)), log=lambda line: None)
     frame = nnz[["algorithm_key", "lambda1", "status"]].assign(nnz=nnz["ours_mean"], acc=acc["ours_mean"])
     fig, axes = new_figure(3, f"FedElasticNet Fig. {number} ({NAMES[alg]}): lambda1 sweep, {note}, Dirichlet (.3), "
                               f"10 %, other values from Table 5, profile={args.profile}", ncols=3)
@@ -257,9 +256,9 @@ def sweep_figure(number: str, args) -> Path:
         ax.set_xlabel("lambda1")
         ax.set_title(label, fontsize=9)
         ax.grid(alpha=0.3)
-    path = save(fig, out_dir(args) / f"fedelasticnet_fig{number}.png")
-    report_claims([f"FEN-F{number}-1", f"FEN-F{number}-2"], frame,
-                  out_dir(args) / f"fedelasticnet_fig{number}_claims.md")
+    out = figure_dir(args.results_root)
+    path = save(fig, out / f"fedelasticnet_fig{number}.png")
+    report_claims([f"FEN-F{number}-1", f"FEN-F{number}-2"], frame, out / f"fedelasticnet_fig{number}_claims.md")
     return path
 
 
@@ -278,7 +277,8 @@ def cost_figures(args) -> list[Path]:
                                         list(dict.fromkeys(reference.split_key)))
     reference = reference[reference.dataset_key.isin(datasets) & reference.split_key.isin(splits)]
     cells = table_grid(reference, args.participation, args.profile)
-    _, summaries = measure(cells, lambda run: run.summary["final"]["cum_up_nonzeros"], args)
+    _, summaries = measure_target(cells, args, lambda run: run.summary["final"]["cum_up_nonzeros"])
+    out = figure_dir(args.results_root)
     paths, per_round = [], []
     for (d, s), content in group_panels(cells, summaries, ["dataset_key", "split_key"], "algorithm_key").items():
         fig, axes = new_figure(4, f"Uplink costs against the round (beyond the paper; reviewer 3): {LABELS[d]} "
@@ -289,7 +289,7 @@ def cost_figures(args) -> list[Path]:
                 draw_reason(ax, name, content)
             else:
                 draw_curves(ax, name, content, column, name, scale)
-        paths.append(save(fig, out_dir(args) / f"fedelasticnet_costs_{d}_{s}_{args.participation}.png"))
+        paths.append(save(fig, out / f"fedelasticnet_costs_{d}_{s}_{args.participation}.png"))
     for i, runs in summaries.items():
         for run in runs[:1]:
             per_round.append(metrics_frame(run).assign(
@@ -298,7 +298,7 @@ def cost_figures(args) -> list[Path]:
     for line in notes:
         print(f"note: {line}")
     report_claims(["REV-R3-3"], pd.concat(per_round, ignore_index=True) if per_round else pd.DataFrame(),
-                  out_dir(args) / f"fedelasticnet_costs_{args.participation}_claims.md")
+                  out / f"fedelasticnet_costs_{args.participation}_claims.md")
     return paths
 
 
@@ -308,7 +308,6 @@ def main(argv=None) -> int:
     ap.add_argument("--participation", default="p10", choices=list(PARTICIPATION),
                     help="costs only: the Tables 2/3 runs (p10) or Table 4's (p100)")
     args = ap.parse_args(argv)
-    out_dir(args).mkdir(parents=True, exist_ok=True)
     if args.figure in ACCURACY_FIGURES:
         paths = [accuracy_figure(args.figure, args)]
     elif args.figure == "2":

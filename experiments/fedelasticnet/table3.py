@@ -9,8 +9,9 @@ run) or the update (feddyn_update). Same runs as Table 2 otherwise.
 """
 from __future__ import annotations
 
-from experiments.fedelasticnet.common import TableSpec, measure, run_table
+from experiments.fedelasticnet.common import TableSpec, run_table
 from fedrepro.reports.claims import FEN_T2_UNIT
+from fedrepro.reports.grid import measure_target
 
 
 def entropy(run) -> float:
@@ -23,7 +24,7 @@ def nonzeros(run) -> float:
 
 def nonzero_claims(args, cells, ours):
     """FEN-T2-8 (FedDyn's nonzeros do not depend on transmit) on the same runs' nonzeros."""
-    frame, _ = measure(cells, nonzeros, args, log=lambda line: None)
+    frame, _ = measure_target(cells, args, nonzeros, log=lambda line: None)
     return [(["FEN-T2-8"], frame)]
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
-from experiments.fedelasticnet.common import SETTINGS, measure, parser, selection, table_grid
+from experiments.fedelasticnet.common import SETTINGS, parser, selection, table_grid
+from fedrepro.reports.grid import measure_target
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, to_markdown, write_table
 
@@ -86,7 +87,7 @@ def main(argv=None) -> int:
     runs_of = runs_of[runs_of.dataset_key.isin(datasets) & runs_of.split_key.isin(splits)]
     cells = table_grid(runs_of, "p10", args.profile)
     print(f"FedElasticNet Table 5 from the configs of {sum(c.not_run is None for c in cells)} runnable cells")
-    _, summaries = measure(cells, lambda run: 0.0, args)
+    _, summaries = measure_target(cells, args, lambda run: 0.0)
     seeds = ",".join(str(i) for i in range(args.seeds))
     table = compare_table(ours_frame(cells, summaries, args.profile, seeds), reference, KEYS,
                           value_name="hyperparameter value used", unit_note="ratio 1.00 = the paper's value",

@@ -30,11 +30,12 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.l2gd import settings
-from experiments.l2gd.common import collect, figure_dir, fmt, metrics, missing_reason, parser, rounds_of
+from experiments.l2gd.common import fmt, metrics, parser, rounds_of
+from fedrepro.data.loaders import unavailable
 from fedrepro.reports import claims_l2gd  # noqa: F401  (registers L2G-F4..F9, T2, S7)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.figures import panel_grid
-from fedrepro.reports.grid import Cell
+from fedrepro.reports.figures import figure_dir, panel_grid
+from fedrepro.reports.grid import Cell, measure_target
 from fedrepro.reports.tables import markdown_grid
 
 BUDGETS = 5  # L2G-F4-2: log-spaced budgets up to the smallest total bits/n of the figure's curves
@@ -52,7 +53,7 @@ def figure_spec(key: str):
 
 def cells(key: str, args, series_filter=None) -> list[Cell]:
     _, items, _, _, _ = figure_spec(key)
-    reason = missing_reason("cifar10", args.data_root)
+    reason = unavailable("cifar10", args.data_root)
     out = []
     for recipe, series in items:
         if series_filter and series not in series_filter:
@@ -60,10 +61,6 @@ def cells(key: str, args, series_filter=None) -> list[Cell]:
         keys = {"figure": key, "model_key": recipe.model, "series_key": series}
         out.append(Cell(keys, not_run=reason) if reason else Cell(keys, recipe.overrides(series, args.profile)))
     return out
-
-
-def extra(args) -> list[str]:
-    return [f"data_root={args.data_root}"]
 
 
 def recipe_of(model: str) -> settings.CifarRecipe:
@@ -347,7 +344,7 @@ def other_frames(key: str, claims: tuple, args, target: float) -> list[pd.DataFr
         if other == key or not set(figure_spec(other)[2]) & set(claims):
             continue
         cell_list = cells(other, args)
-        status, runs = collect(cell_list, args, extra(args), run=False)
+        status, runs = measure_target(cell_list, args, run=False)
         out.append(frame(cell_list, status, runs, target, args.profile)[0])
     return out
 
@@ -365,7 +362,7 @@ def main(argv=None) -> int:
           f"seeds={args.seeds}, target {target:g}")
     wanted = set(args.series.split(",")) if args.series else None
     cell_list = cells(key, args, wanted)
-    status, runs = collect(cell_list, args, extra(args))
+    status, runs = measure_target(cell_list, args)
     summary, curves = frame(cell_list, status, runs, target, args.profile)
 
     name = f"l2gd_{'fig' + key if key != 'table2' else 'table2'}"

@@ -1,5 +1,5 @@
 """What the L2GD targets share: the command line, the runs of a grid (run now, or only read from
-the results store when another target owns them), and output helpers (LoSAC's)."""
+the results store when another target owns them; reports.grid.measure_target), and output helpers."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
-from experiments.losac.common import collect, figure_dir, missing_reason  # noqa: F401  (re-exported)
 from fedrepro.reports.grid import configured_rounds
 
 

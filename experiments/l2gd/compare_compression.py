@@ -22,9 +22,10 @@ import pandas as pd
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.fedelasticnet import common as fen
 from experiments.l2gd import settings
-from experiments.l2gd.common import collect, figure_dir, metrics, missing_reason, parser
-from fedrepro.reports.figures import panel_grid
-from fedrepro.reports.grid import Cell
+from experiments.l2gd.common import metrics, parser
+from fedrepro.data.loaders import unavailable
+from fedrepro.reports.figures import figure_dir, panel_grid
+from fedrepro.reports.grid import Cell, measure_target
 from fedrepro.reports.tables import markdown_grid
 
 ACC = "all_test_acc"
@@ -87,9 +88,8 @@ def main(argv=None) -> int:
     splits = [s for s in args.splits.split(",") if s] if args.splits != "all" else list(settings.COMPARE_SPLITS)
     print(f"compare-compression ({settings.COMPARE.dataset}, splits {', '.join(splits)}) at profile={args.profile}, "
           f"seeds={args.seeds}")
-    extra = [f"data_root={args.data_root}"]
-    reason = missing_reason(fen.SETTINGS["datasets"][settings.COMPARE.dataset]["run"][0].split("=", 1)[1],
-                            args.data_root)
+    reason = unavailable(fen.SETTINGS["datasets"][settings.COMPARE.dataset]["run"][0].split("=", 1)[1],
+                         args.data_root)
 
     def cell(series, split, k=None, why=None):
         keys = _key(series, split, k)
@@ -97,7 +97,7 @@ def main(argv=None) -> int:
         return Cell(keys, not_run=why) if why else Cell(keys, overrides(series, split, args.profile, k))
 
     first = [cell(s, split) for split in splits for s in ("fen_alg3", "fedavg_natural", "fedavg")]
-    status1, runs1 = collect(first, args, extra)
+    status1, runs1 = measure_target(first, args)
     ks, second = {}, []
     for split in splits:
         i = next(j for j, c in enumerate(first) if c.keys["split_key"] == split and c.keys["series_key"] == "fen_alg3")
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
         else:
             second.append(cell("fedavg_topk_ef", split, why="needs FedElasticNet Alg. 3's run of this split to "
                                                             "choose k (it did not run)"))
-    status2, runs2 = collect(second, args, extra)
+    status2, runs2 = measure_target(second, args)
     cell_list = first + second
     status = pd.concat([status1, status2], ignore_index=True)
     runs = {**runs1, **{len(first) + i: r for i, r in runs2.items()}}

@@ -24,13 +24,13 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.l2gd import settings
-from experiments.l2gd.common import collect, figure_dir, fmt, mean_or_nan, metrics, missing_reason, parser, \
-    rounds_of
+from experiments.l2gd.common import fmt, mean_or_nan, metrics, parser, rounds_of
 from fedrepro.algorithms import l2gd as theory
+from fedrepro.data.loaders import unavailable
 from fedrepro.reports import claims_l2gd  # noqa: F401  (registers L2G-F2-*, F3-*)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.figures import panel_grid
-from fedrepro.reports.grid import Cell
+from fedrepro.reports.figures import figure_dir, panel_grid
+from fedrepro.reports.grid import Cell, measure_target
 from fedrepro.reports.tables import markdown_grid
 
 KEYS = ["figure", "dataset_key", "compressor_key", "sweep", "p", "lam"]
@@ -57,7 +57,7 @@ def constants(dataset: str, data_root: str) -> dict:
 def cells(fig: settings.LogisticFigure, data_root: str, eta: dict) -> list[Cell]:
     out = []
     for dataset in settings.LOGISTIC_DATASETS:
-        reason = missing_reason(dataset, data_root)
+        reason = unavailable(dataset, data_root)
         points = [("p", p, settings.LAMBDA_FOR_P) for p in settings.P_GRID] + \
                  [("lam", settings.P_FOR_LAMBDA, lam) for lam in settings.LAMBDA_GRID]
         for sweep, p, lam in points:
@@ -66,10 +66,6 @@ def cells(fig: settings.LogisticFigure, data_root: str, eta: dict) -> list[Cell]
             out.append(Cell(keys, not_run=reason) if reason else
                        Cell(keys, settings.logistic_overrides(dataset, fig.compressor, p, lam, eta[dataset])))
     return out
-
-
-def extra(args) -> list[str]:
-    return [f"data_root={args.data_root}"]
 
 
 def summarize(run) -> dict:
@@ -242,7 +238,7 @@ def other_figure(fig: settings.LogisticFigure, args, consts) -> pd.DataFrame:
     other = settings.LOGISTIC_FIGURES[5 - fig.number]
     eta = {d: c["eta"] for d, c in consts.items()}
     cell_list = cells(other, args.data_root, eta)
-    status, runs = collect(cell_list, args, extra(args), run=False)
+    status, runs = measure_target(cell_list, args, run=False)
     return frame(cell_list, status, runs, eta)
 
 
@@ -256,13 +252,13 @@ def main(argv=None) -> int:
     print(f"L2GD Figure {fig.number} ({fig.title}) at profile={args.profile}, seeds={args.seeds}")
     consts = {}
     for dataset in settings.LOGISTIC_DATASETS:
-        if missing_reason(dataset, args.data_root) is None:
+        if unavailable(dataset, args.data_root) is None:
             consts[dataset] = constants(dataset, args.data_root)
             if args.eta is not None:
                 consts[dataset]["eta"] = args.eta
     eta = {d: c["eta"] for d, c in consts.items()}
     cell_list = cells(fig, args.data_root, eta)
-    status, runs = collect(cell_list, args, extra(args))
+    status, runs = measure_target(cell_list, args)
     summary = frame(cell_list, status, runs, eta)
     table = optimal_p_table(summary, consts, fig)
 

@@ -26,11 +26,12 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import collect, figure_dir, missing_reason, parser
+from experiments.losac.common import parser
+from fedrepro.data.loaders import unavailable
 from fedrepro.reports import claims_losac_curves  # noqa: F401  (registers LSC-F1..F5)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.figures import panel_grid
-from fedrepro.reports.grid import Cell, configured_rounds
+from fedrepro.reports.figures import figure_dir, panel_grid
+from fedrepro.reports.grid import Cell, configured_rounds, measure_target
 from fedrepro.reports.tables import markdown_grid
 
 PANEL_KEYS = ["figure", "dataset_key", "split_key", "c", "S", "T"]
@@ -39,7 +40,7 @@ LOSS, ACC = "server_train_loss", "server_test_acc"
 
 def cells(fig: settings.CurveFigure, data_root: str) -> list[Cell]:
     recipe = fig.recipe
-    reason = missing_reason(settings.loader_name(recipe.dataset), data_root)
+    reason = unavailable(settings.loader_name(recipe.dataset), data_root)
     out = []
     for panel in fig.panels:
         for alg in fig.algorithms:
@@ -172,13 +173,13 @@ def main(argv=None) -> int:
     fig = settings.CURVE_FIGURES[args.figure]
     print(f"LoSAC Figure {fig.number} ({fig.title}) at profile={args.profile}, seeds={args.seeds}")
     cell_list = cells(fig, args.data_root)
-    status, runs = collect(cell_list, args, extra(args))
+    status, runs = measure_target(cell_list, args, extra=extra(args))
     summary, curves = frame(cell_list, status, runs)
     everything = [summary]
     for number, other in settings.CURVE_FIGURES.items():
         if number != fig.number and set(other.claims) & set(fig.claims):
             other_cells = cells(other, args.data_root)
-            everything.append(frame(other_cells, *collect(other_cells, args, extra(args), run=False))[0])
+            everything.append(frame(other_cells, *measure_target(other_cells, args, extra=extra(args), run=False))[0])
 
     out_dir = figure_dir(args.results_root)
     name = f"losac_fig{fig.number}"

@@ -27,14 +27,14 @@ from omegaconf import OmegaConf
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import build_loop, figure_dir, missing_reason, parser
-from fedrepro.data.loaders import dataset_for
+from experiments.losac.common import build_loop, parser
+from fedrepro.data.loaders import dataset_for, unavailable
 from fedrepro.attacks.upload import CaptureLedger, attack_client
 from fedrepro.config import compose_config, effective
 from fedrepro.errors import DivergenceError
 from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.figures import panel_grid
+from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import refuse_done_only
 from fedrepro.reports.tables import markdown_grid
 
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     for d in wanted:
         recipe = settings.FIG6[d]
         loader = compose_config(list(recipe.data)).dataset.name
-        reason = missing_reason(loader, args.data_root)
+        reason = unavailable(loader, args.data_root)
         data = None
         if reason is None:
             cfg = compose_config([*recipe.overrides("fedavg"), f"data_root={args.data_root}"])

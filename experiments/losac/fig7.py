@@ -23,14 +23,14 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import build_loop, figure_dir, parser
+from experiments.losac.common import build_loop, parser
 from fedrepro.config import compose_config
 from fedrepro.data.loaders import dataset_options
 from fedrepro.data.synthetic import load_lowrank, recovery_metrics
 from fedrepro.errors import DivergenceError
 from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.figures import panel_grid
+from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import refuse_done_only
 from fedrepro.reports.tables import markdown_grid
 

@@ -22,13 +22,13 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import collect, missing_reason
 from experiments.losac.common import parser as common_parser
 from fedrepro.config import compose_config
+from fedrepro.data.loaders import unavailable
 from fedrepro.metrics.targets import Count, gain, mean_count, rounds_to_target
 from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.grid import Cell, mean_interval
+from fedrepro.reports.grid import Cell, mean_interval, measure_target
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, markdown_grid, to_markdown, write_table
 
@@ -112,7 +112,7 @@ def grid(ref: pd.DataFrame, data_root: str) -> tuple[list[Cell], list[dict]]:
     cells, rows = [], []
     for _, r in ref.drop_duplicates(RUN_KEYS).iterrows():
         keys = {k: r[k] for k in RUN_KEYS}
-        reason = missing_reason(settings.loader_name(r.dataset_key), data_root)
+        reason = unavailable(settings.loader_name(r.dataset_key), data_root)
         recipe = settings.TABLE2[r.dataset_key]
         overrides = recipe.overrides(r.algorithm_key, int(r["M"]), int(r["T"]))
         cells.append(Cell(keys, not_run=reason) if reason else Cell(keys, overrides))
@@ -153,7 +153,7 @@ def read_run(run) -> dict:
 def measure(ref: pd.DataFrame, args, log=print) -> pd.DataFrame:
     """The runs frame: one row per (dataset, method, M, T) with status and the seed means."""
     cells, rows = grid(ref, args.data_root)
-    frame, runs = collect(cells, args, run_extra(args), log=log)
+    frame, runs = measure_target(cells, args, extra=run_extra(args), log=log)
     out = []
     for i, keys in enumerate(rows):
         status = frame.iloc[i]

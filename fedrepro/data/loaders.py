@@ -64,12 +64,14 @@ def load_dataset(name: str, data_root: str | Path, download: bool = True,
 
 
 def unavailable(name: str, data_root: str | Path, options: Optional[dict[str, Any]] = None) -> Optional[str]:
-    """Why dataset `name` cannot load from `data_root` (its missing files), or None. Cheap:
-    checks that the files are there, not their content."""
-    missing = _known(name).missing(Path(data_root).expanduser(), **dict(options or {}))
+    """Why dataset `name` cannot load from `data_root`, naming each missing file under the folder
+    they share ("data not here: <folder>/ lacks a, b"), or None. Cheap: checks that the files
+    are there, not their content."""
+    missing = [Path(m) for m in _known(name).missing(Path(data_root).expanduser(), **dict(options or {}))]
     if not missing:
         return None
-    return f"data not here: {', '.join(str(m) for m in missing)}"
+    folder = Path(os.path.commonpath([str(m.parent) for m in missing]))
+    return f"data not here: {folder}/ lacks " + ", ".join(str(m.relative_to(folder)) for m in missing)
 
 
 def dataset_for(cfg) -> DatasetTensors:

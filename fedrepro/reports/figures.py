@@ -7,6 +7,13 @@ from pathlib import Path
 import pandas as pd
 
 
+def figure_dir(results_root) -> Path:
+    """<results_root>/figures, made if missing: where every figure target writes."""
+    path = Path(results_root) / "figures"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def panel_grid(rows: int, cols: int, panel: tuple = (4.4, 3.3), *, extra_height: float = 0.0,
                dpi: int = 110, **subplots):
     """A headless figure and its (rows, cols) array of axes: an Agg canvas on a bare Figure

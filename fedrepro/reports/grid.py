@@ -12,6 +12,9 @@ With FEDREPRO_DONE_ONLY=1 (set by a target's --done-only, make DONE_ONLY=1; repo
 is trained: the cells are filled from the finished runs in the store and the others show "not
 run" (not computed yet), so a long target's table can be read, and committed, while it is under way.
 
+`measure_target` is measure_cells with a target's command-line options (the form every table
+and figure target calls).
+
 `python -m fedrepro.reports.grid --cell NAME=OVERRIDES ...` runs an ad-hoc grid the same way
 and prints its table (see `main`).
 """
@@ -410,6 +413,18 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
     return pd.DataFrame(rows), summaries
 
 
+def measure_target(cells: list[Cell], args, metric: Optional[Callable] = None, *,
+                   extra: Optional[list[str]] = None, run: bool = True,
+                   log: Callable[[str], None] = print) -> tuple[pd.DataFrame, dict]:
+    """measure_cells with a target's command line (reports.cli.table_parser: --profile, --seeds,
+    --jobs, --results-root, --data-root). `extra`: the overrides every run gets beyond its cell's
+    (default: data_root=<--data-root>); metric None: NaN for each run, for the targets that read
+    their frames from the runs themselves."""
+    return measure_cells(cells, metric or (lambda r: math.nan), profile=args.profile, seeds=args.seeds,
+                         results_root=args.results_root, jobs=args.jobs, log=log, run=run,
+                         extra=[f"data_root={args.data_root}"] if extra is None else extra)
+
+
 def failure_reason(failure, limit: int = 120) -> str:
     """A failed cell's reason: the error's first line and the round it reached."""
     text = failure.message if len(failure.message) <= limit else failure.message[: limit - 3] + "..."
@@ -425,8 +440,6 @@ def divergence_reason(summary: dict) -> str:
 
 
 def _metric_of(name: str) -> Callable:
-    import math
-
     def metric(run) -> float:
         value = run.summary.get("final", {}).get(name)
         return math.nan if value is None else float(value)
@@ -463,8 +476,7 @@ def main(argv=None) -> int:
         if not sep or not name:
             ap.error(f"--cell {spec!r}: expected NAME=OVERRIDES")
         cells.append(Cell({"cell": name.strip()}, overrides.split()))
-    ours, _ = measure_cells(cells, _metric_of(args.metric), profile=args.profile, seeds=args.seeds,
-                            results_root=args.results_root, extra=list(args.extra), jobs=args.jobs)
+    ours, _ = measure_target(cells, args, _metric_of(args.metric), extra=[f"data_root={args.data_root}", *args.extra])
     reference = pd.DataFrame({"cell": pd.Series(dtype=str), "paper_value": pd.Series(dtype=float),
                               "value_raw": pd.Series(dtype=str), "confidence": pd.Series(dtype=str)})
     table = compare_table(ours, reference, ["cell"], value_name=args.metric, unit_note="final round")
