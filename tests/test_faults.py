@@ -327,6 +327,19 @@ def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatc
     assert "DONE_ONLY='yes'" in capsys.readouterr().err
 
 
+def test_the_ad_hoc_grid_runs_on_its_data_root(tmp_path):
+    """--data-root reaches the runs (measure_target's default override) instead of the runs
+    reading $FEDREPRO_DATA_ROOT: with no MNIST there, the run says it used the 5k stand-in."""
+    from fedrepro.reports.grid import main as grid_main
+
+    empty = tmp_path / "no_data"
+    assert grid_main(["--results-root", str(tmp_path), "--profile", "smoke", "--name", "where",
+                      "--data-root", str(empty), "--cell=c=algorithm=fedavg",
+                      "--", "dataset.download=false", "train.num_clients=10"]) == 0
+    row = pd.read_csv(tmp_path / "tables" / "where.csv").set_index("cell").loc["c"]
+    assert row["status"] == "ok" and f"no MNIST t10k files in {empty}" in row["data"], row.to_dict()
+
+
 def test_reading_another_targets_runs_trains_and_plans_nothing(tmp_path, monkeypatch):
     """measure_cells(run=False): what the cross-figure claims of the L2GD and LoSAC targets read."""
     from fedrepro.reports import grid
