@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
-from fedrepro.reports.cli import table_parser
+from fedrepro.reports.cli import run_target, table_parser
 from fedrepro.reports.grid import Cell, measure_target
 
 
@@ -109,4 +109,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -52,6 +53,31 @@ def test_missing_reference_root_names_path_and_env(monkeypatch, tmp_path):
     with pytest.raises(FileNotFoundError) as info:
         reference.load_reference("fedelasticnet_table2")
     assert "nowhere" in str(info.value) and reference.ENV_VAR in str(info.value)
+
+
+def test_a_target_stopped_by_a_fedrepro_error_prints_its_line_not_a_traceback(tmp_path):
+    """A table target run where ../shared/reference is not (a clone elsewhere): exit status 2 and
+    the error's one line, naming the folder and the variable; a bug keeps its traceback."""
+    import os
+    import subprocess
+    import sys
+
+    from fedrepro.reports.cli import run_target
+
+    env = {**os.environ, "FEDREPRO_REFERENCE_ROOT": str(tmp_path / "nowhere")}
+    out = subprocess.run([sys.executable, "-m", "experiments.feddyn.table2", "--profile", "smoke", "--done-only",
+                          "--results-root", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"fedrepro: error: reference folder not found: {tmp_path / 'nowhere'} (from FEDREPRO_REFERENCE_ROOT="
+        f"{tmp_path / 'nowhere'}). Set FEDREPRO_REFERENCE_ROOT to the folder holding the papers' reference CSVs.")
+
+    def bug() -> int:
+        raise ValueError("a bug")
+    with pytest.raises(ValueError, match="a bug"):
+        run_target(bug)
 
 
 @needs_reference

@@ -24,7 +24,7 @@ from fedrepro.data.loaders import load_dataset
 from fedrepro.data.partition import make_partition, partition_summary
 from fedrepro.engine.seeding import derive_seed
 from fedrepro.errors import DataError
-from fedrepro.reports.cli import table_parser
+from fedrepro.reports.cli import run_target, table_parser
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.tables import markdown_grid
 
@@ -164,4 +164,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

@@ -23,7 +23,7 @@ import pandas as pd
 from experiments.feddyn import common
 from fedrepro import store
 from fedrepro.config import compose_config, run_key
-from fedrepro.reports.cli import table_parser
+from fedrepro.reports.cli import run_target, table_parser
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell, measure_cells
 
@@ -244,4 +244,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

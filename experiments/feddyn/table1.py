@@ -8,6 +8,7 @@ Every row is CIFAR: until the CIFAR loaders and CNN arrive they are listed as no
 from __future__ import annotations
 
 from experiments.feddyn.common import TableSpec, run_table
+from fedrepro.reports.cli import run_target
 
 SPEC = TableSpec(1, "models to the target, moderate vs massive device number (10 %, balanced)",
                  claims=("FDY-T1-1", "FDY-T1-2", "FDY-T1-3", "FDY-T1-4", "FDY-T1-5", "FDY-S3-2"))
@@ -18,4 +19,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

@@ -10,6 +10,7 @@ reconstructed cells carry "?", unreadable ones say so (reference README).
 from __future__ import annotations
 
 from experiments.feddyn.common import TableSpec, run_table
+from fedrepro.reports.cli import run_target
 
 SPEC = TableSpec(2, "models to the target, 100 % and 10 % participation (100 devices, balanced)",
                  claims=("FDY-T2-1", "FDY-T2-2", "FDY-T2-3", "FDY-T2-4", "FDY-T2-5", "FDY-T2-6",
@@ -26,4 +27,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

@@ -9,6 +9,7 @@ balanced block repeats Table 1's moderate block (same runs, reused from the stor
 from __future__ import annotations
 
 from experiments.feddyn.common import TableSpec, run_table
+from fedrepro.reports.cli import run_target
 
 SPEC = TableSpec(4, "models to the target, balanced vs unbalanced data (100 devices, 10 %)",
                  claims=("FDY-T4-1", "FDY-T4-2", "FDY-T4-3", "FDY-T4-4", "FDY-T2-4", "FDY-S3-2"))
@@ -19,4 +20,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

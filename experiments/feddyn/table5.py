@@ -6,6 +6,7 @@ balanced; about one client a round).
 from __future__ import annotations
 
 from experiments.feddyn.common import TableSpec, run_table
+from fedrepro.reports.cli import run_target
 
 SPEC = TableSpec(5, "models to the target, 1 % participation (100 devices, balanced)",
                  claims=("FDY-T5-1", "FDY-T5-2", "FDY-T2-3", "FDY-S3-2"))
@@ -16,4 +17,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

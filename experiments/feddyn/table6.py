@@ -11,6 +11,7 @@ The data is fedrepro/data/synthetic.py's generator (docs/datasets/synthetic.md) 
 from __future__ import annotations
 
 from experiments.feddyn.common import TableSpec, run_table
+from fedrepro.reports.cli import run_target
 
 SPEC = TableSpec(6, "models to the target training loss, synthetic convex problem (20 devices, 10 %)",
                  claims=("FDY-T6-1", "FDY-S3-2"), column="all_train_loss", lower_is_better=True,
@@ -22,4 +23,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

@@ -43,6 +43,7 @@ from fedrepro import store
 from fedrepro.config import compose_config, run_key
 from fedrepro.metrics.ledger import Ledger, shannon_entropy
 from fedrepro.reports.claims import FEN_T2_UNIT, claims_markdown, evaluate_claims
+from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir
 from fedrepro.reports.grid import Cell, measure_target, refuse_done_only
 from fedrepro.reports.reference import load_reference
@@ -322,4 +323,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from experiments.fedelasticnet.common import TableSpec, run_table
 from fedrepro.reports.claims import FEN_T2_UNIT
+from fedrepro.reports.cli import run_target
 
 SPEC = TableSpec(
     number=2, participation="p10",
@@ -25,4 +26,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

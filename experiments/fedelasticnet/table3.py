@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from experiments.fedelasticnet.common import TableSpec, run_table
 from fedrepro.reports.claims import FEN_T2_UNIT
+from fedrepro.reports.cli import run_target
 from fedrepro.reports.grid import measure_target
 
 
@@ -43,4 +44,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

@@ -14,6 +14,7 @@ import pandas as pd
 
 from experiments.fedelasticnet.common import TableSpec, previous_table, run_table
 from experiments.fedelasticnet.table3 import ENTROPY, nonzero_claims
+from fedrepro.reports.cli import run_target
 
 
 def extra_claims(args, cells, ours):
@@ -36,4 +37,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

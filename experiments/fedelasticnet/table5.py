@@ -18,6 +18,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from experiments.fedelasticnet.common import SETTINGS, parser, selection, table_grid
+from fedrepro.reports.cli import run_target
 from fedrepro.reports.grid import measure_target
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, to_markdown, write_table
@@ -105,4 +106,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

@@ -34,6 +34,7 @@ from experiments.l2gd.common import fmt, metrics, parser, rounds_of
 from fedrepro.data.loaders import unavailable
 from fedrepro.reports import claims_l2gd  # noqa: F401  (registers L2G-F4..F9, T2, S7)
 from fedrepro.reports.claims import evaluate_claims, write_claims
+from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell, measure_target
 from fedrepro.reports.tables import markdown_grid
@@ -398,4 +399,4 @@ def _tables_dir(results_root):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

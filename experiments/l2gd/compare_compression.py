@@ -24,6 +24,7 @@ from experiments.fedelasticnet import common as fen
 from experiments.l2gd import settings
 from experiments.l2gd.common import metrics, parser
 from fedrepro.data.loaders import unavailable
+from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell, measure_target
 from fedrepro.reports.tables import markdown_grid
@@ -223,4 +224,4 @@ def draw(curves: pd.DataFrame, summary: pd.DataFrame, splits, path, title: str) 
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

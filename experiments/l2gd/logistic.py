@@ -29,6 +29,7 @@ from fedrepro.algorithms import l2gd as theory
 from fedrepro.data.loaders import unavailable
 from fedrepro.reports import claims_l2gd  # noqa: F401  (registers L2G-F2-*, F3-*)
 from fedrepro.reports.claims import evaluate_claims, write_claims
+from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell, measure_target
 from fedrepro.reports.tables import markdown_grid
@@ -282,4 +283,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

@@ -30,6 +30,7 @@ from experiments.losac.common import parser
 from fedrepro.data.loaders import unavailable
 from fedrepro.reports import claims_losac_curves  # noqa: F401  (registers LSC-F1..F5)
 from fedrepro.reports.claims import evaluate_claims, write_claims
+from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell, configured_rounds, measure_target
 from fedrepro.reports.tables import markdown_grid
@@ -201,4 +202,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

@@ -30,6 +30,7 @@ from fedrepro.data.synthetic import load_lowrank, recovery_metrics
 from fedrepro.errors import DivergenceError
 from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import evaluate_claims, write_claims
+from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import refuse_done_only
 from fedrepro.reports.tables import markdown_grid
@@ -151,4 +152,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

@@ -28,6 +28,7 @@ from fedrepro.data.loaders import unavailable
 from fedrepro.metrics.targets import Count, gain, mean_count, rounds_to_target
 from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import evaluate_claims, write_claims
+from fedrepro.reports.cli import run_target
 from fedrepro.reports.grid import Cell, mean_interval, measure_target
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, markdown_grid, to_markdown, write_table
@@ -320,4 +321,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))

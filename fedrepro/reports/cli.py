@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from typing import Callable
 
 LAUNCHER_CHOICES = ("local", "joblib", "submitit_local", "submitit_slurm", "ray")
 
@@ -52,3 +54,17 @@ def table_parser(description: str) -> argparse.ArgumentParser:
                     help="train nothing: fill the table from the finished runs in the results store, "
                          "the others 'not run (not computed yet)' (make DONE_ONLY=1)")
     return ap
+
+
+def run_target(main: Callable[[], int]) -> int:
+    """A target's exit status: main()'s, or 2 after one line on stderr when it stops on a
+    FedreproError (a missing reference folder, an unknown config choice, damaged data): that
+    message already names the problem and the fix, and a traceback would bury it. Any other
+    exception is a bug and keeps its traceback."""
+    from fedrepro.errors import FedreproError
+
+    try:
+        return main()
+    except FedreproError as exc:
+        print(f"fedrepro: error: {exc}", file=sys.stderr)
+        return 2

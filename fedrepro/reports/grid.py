@@ -31,7 +31,7 @@ import pandas as pd
 
 from fedrepro.config import compose_config
 from fedrepro.errors import FedreproError
-from fedrepro.reports.cli import LAUNCHER_CHOICES
+from fedrepro.reports.cli import LAUNCHER_CHOICES, run_target
 
 # Two-sided 95 % Student t quantiles by degrees of freedom (beyond 30: the normal 1.96).
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -489,4 +489,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_target(main))
