@@ -27,7 +27,7 @@ from fedrepro.metrics.targets import (Count, gain, mean_count, models_to_target,
 from fedrepro.reports import claims_feddyn  # noqa: F401  (registers the FDY-* checks)
 from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.cli import table_parser
-from fedrepro.reports.grid import Cell, mean_interval, measure_target
+from fedrepro.reports.grid import Cell, every_round, mean_interval, measure_target
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, to_markdown, write_table
 
@@ -66,17 +66,15 @@ def add_run_options(ap: argparse.ArgumentParser) -> None:
                          "are then not rounded up to quick's 5-round evaluation grid")
 
 
-@lru_cache(maxsize=None)
-def _min_eval_every(profile: str) -> int:
-    return compose_config([f"profile={profile}"]).profile.min_eval_every or 1
+def eval_extra(args) -> list[str]:
+    """--eval-every-round's override (reports.grid.every_round): only profiles that evaluate
+    less often (quick) change, so runs of the other profiles stay the same runs."""
+    return list(every_round(args.profile)) if args.eval_every_round else []
 
 
 def run_extra(args) -> list[str]:
-    """Overrides every table and figure run gets on top of its cell's (part of the run key).
-    --eval-every-round only changes profiles that evaluate less often (quick), so runs of the
-    other profiles stay the same runs."""
-    every_round = args.eval_every_round and _min_eval_every(args.profile) > 1
-    return [f"data_root={args.data_root}", *(["profile.min_eval_every=1"] if every_round else [])]
+    """Overrides every table and figure run gets on top of its cell's (part of the run key)."""
+    return [f"data_root={args.data_root}", *eval_extra(args)]
 
 
 def eval_interval(args) -> int:
@@ -209,7 +207,7 @@ def measure(ref: pd.DataFrame, spec: TableSpec, args, algorithms=settings.ALGORI
     FDY-T1-4), the cells and {cell index: [RunResult]}.
     """
     cells, rows = grid(ref, algorithms)
-    runs_frame, summaries = measure_target(cells, args, _final_acc, extra=run_extra(args), log=log)
+    runs_frame, summaries = measure_target(cells, args, _final_acc, extra=eval_extra(args), log=log)
     targets = ref.drop_duplicates(["setting", "dataset_key", "split_key", "target"])
     out = []
     for i, row in enumerate(rows):

@@ -1,5 +1,6 @@
-"""What the L2GD targets share: the command line, the runs of a grid (run now, or only read from
-the results store when another target owns them; reports.grid.measure_target), and output helpers."""
+"""What the L2GD targets share: the command line and readers of a run's metrics and rounds, and
+number formatting. Their grids of runs go through reports.grid.measure_target (run now, or with
+run=False only read from the results store when another target owns them)."""
 from __future__ import annotations
 
 import math

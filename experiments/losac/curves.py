@@ -51,9 +51,8 @@ def cells(fig: settings.CurveFigure, data_root: str) -> list[Cell]:
     return out
 
 
-def extra(args) -> list[str]:
-    """Every round evaluated (curves and the fluctuation rules read round-to-round changes)."""
-    return [f"data_root={args.data_root}", "profile.min_eval_every=1"]
+# Every round evaluated (curves and the fluctuation rules read round-to-round changes).
+EVERY_ROUND = ["profile.min_eval_every=1"]
 
 
 def fluctuation(loss: np.ndarray) -> float:
@@ -174,13 +173,13 @@ def main(argv=None) -> int:
     fig = settings.CURVE_FIGURES[args.figure]
     print(f"LoSAC Figure {fig.number} ({fig.title}) at profile={args.profile}, seeds={args.seeds}")
     cell_list = cells(fig, args.data_root)
-    status, runs = measure_target(cell_list, args, extra=extra(args))
+    status, runs = measure_target(cell_list, args, extra=EVERY_ROUND)
     summary, curves = frame(cell_list, status, runs)
     everything = [summary]
     for number, other in settings.CURVE_FIGURES.items():
         if number != fig.number and set(other.claims) & set(fig.claims):
             other_cells = cells(other, args.data_root)
-            everything.append(frame(other_cells, *measure_target(other_cells, args, extra=extra(args), run=False))[0])
+            everything.append(frame(other_cells, *measure_target(other_cells, args, extra=EVERY_ROUND, run=False))[0])
 
     out_dir = figure_dir(args.results_root)
     name = f"losac_fig{fig.number}"

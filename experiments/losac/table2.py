@@ -15,7 +15,6 @@ what the claims read) and losac_table2_claims.md.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -29,7 +28,7 @@ from fedrepro.metrics.targets import Count, gain, mean_count, rounds_to_target
 from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.cli import run_target
-from fedrepro.reports.grid import Cell, mean_interval, measure_target
+from fedrepro.reports.grid import Cell, every_round, mean_interval, measure_target
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, markdown_grid, to_markdown, write_table
 
@@ -97,18 +96,6 @@ def select(ref: pd.DataFrame, datasets: str, cells: str) -> tuple[pd.DataFrame, 
 # The grid
 
 
-@lru_cache(maxsize=None)
-def _min_eval_every(profile: str) -> int:
-    return compose_config([f"profile={profile}"]).profile.min_eval_every or 1
-
-
-def run_extra(args) -> list[str]:
-    """Every run evaluates every round (rounds to 85 % are counted exactly; quick's 5-round grid
-    would round them up); at smoke and paper that is already so, and their run keys stay."""
-    every = ["profile.min_eval_every=1"] if _min_eval_every(args.profile) > 1 else []
-    return [f"data_root={args.data_root}", *every]
-
-
 def grid(ref: pd.DataFrame, data_root: str) -> tuple[list[Cell], list[dict]]:
     cells, rows = [], []
     for _, r in ref.drop_duplicates(RUN_KEYS).iterrows():
@@ -154,7 +141,9 @@ def read_run(run) -> dict:
 def measure(ref: pd.DataFrame, args, log=print) -> pd.DataFrame:
     """The runs frame: one row per (dataset, method, M, T) with status and the seed means."""
     cells, rows = grid(ref, args.data_root)
-    frame, runs = measure_target(cells, args, extra=run_extra(args), log=log)
+    # every round evaluated: rounds to 85 % counted exactly (quick's 5-round grid would round
+    # them up); smoke and paper already do, and their run keys stay
+    frame, runs = measure_target(cells, args, extra=every_round(args.profile), log=log)
     out = []
     for i, keys in enumerate(rows):
         status = frame.iloc[i]

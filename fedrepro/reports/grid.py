@@ -24,6 +24,7 @@ import math
 import os
 import statistics
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -414,15 +415,23 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
 
 
 def measure_target(cells: list[Cell], args, metric: Optional[Callable] = None, *,
-                   extra: Optional[list[str]] = None, run: bool = True,
+                   extra: list[str] = (), run: bool = True,
                    log: Callable[[str], None] = print) -> tuple[pd.DataFrame, dict]:
     """measure_cells with a target's command line (reports.cli.table_parser: --profile, --seeds,
-    --jobs, --results-root, --data-root). `extra`: the overrides every run gets beyond its cell's
-    (default: data_root=<--data-root>); metric None: NaN for each run, for the targets that read
-    their frames from the runs themselves."""
+    --jobs, --results-root, --data-root). Every run gets data_root=<--data-root>, then `extra`,
+    beyond its cell's overrides; metric None: NaN for each run, for the targets that read their
+    frames from the runs themselves."""
     return measure_cells(cells, metric or (lambda r: math.nan), profile=args.profile, seeds=args.seeds,
                          results_root=args.results_root, jobs=args.jobs, log=log, run=run,
-                         extra=[f"data_root={args.data_root}"] if extra is None else extra)
+                         extra=[f"data_root={args.data_root}", *extra])
+
+
+@lru_cache(maxsize=None)
+def every_round(profile: str) -> tuple[str, ...]:
+    """The override that makes `profile`'s runs evaluate every round, or none where the profile
+    already does (smoke, paper), so those runs keep their keys."""
+    every = compose_config([f"profile={profile}"]).profile.min_eval_every or 1
+    return ("profile.min_eval_every=1",) if every > 1 else ()
 
 
 def failure_reason(failure, limit: int = 120) -> str:
@@ -476,7 +485,7 @@ def main(argv=None) -> int:
         if not sep or not name:
             ap.error(f"--cell {spec!r}: expected NAME=OVERRIDES")
         cells.append(Cell({"cell": name.strip()}, overrides.split()))
-    ours, _ = measure_target(cells, args, _metric_of(args.metric), extra=[f"data_root={args.data_root}", *args.extra])
+    ours, _ = measure_target(cells, args, _metric_of(args.metric), extra=args.extra)
     reference = pd.DataFrame({"cell": pd.Series(dtype=str), "paper_value": pd.Series(dtype=float),
                               "value_raw": pd.Series(dtype=str), "confidence": pd.Series(dtype=str)})
     table = compare_table(ours, reference, ["cell"], value_name=args.metric, unit_note="final round")
