@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from fedrepro import store
+from fedrepro.errors import DataError
 
 ARCHIVE = Path(__file__).resolve().parent.parent / "docs" / "measured" / "runs"
 KEPT = ("config.yaml", "metrics.csv", "partition.json", "attack.json", "attack_curve.csv",
@@ -84,11 +85,15 @@ def archived_key(folder: Path) -> str | None:
         return None
 
 
+class ArchiveNotFoundError(DataError, FileNotFoundError):
+    """The archive folder is not there (a wrong --archive, or nothing saved yet)."""
+
+
 def restore(results_root: str | Path, archive: Path = ARCHIVE) -> tuple[list[str], list[str]]:
     """Copy archived runs into the results store: (restored keys, 'key: why not' lines)."""
     if not archive.is_dir():
-        raise FileNotFoundError(f"no run archive at {archive} (give its folder with --archive; "
-                                "`save` creates it)")
+        raise ArchiveNotFoundError(f"no run archive at {archive} (give its folder with --archive; "
+                                   "`save` creates it)")
     restored, skipped = [], []
     folders = sorted(p for p in archive.iterdir() if p.is_dir())
     for src in folders:
@@ -129,7 +134,7 @@ def main(argv=None) -> int:
     if args.command == "restore":
         try:
             done, skipped = restore(args.results_root, args.archive)
-        except FileNotFoundError as err:
+        except ArchiveNotFoundError as err:  # any other FileNotFoundError is a bug: traceback
             ap.error(str(err))
         print(f"restored {len(done)} archived runs into {Path(args.results_root) / 'runs'}")
     else:

@@ -67,3 +67,14 @@ def test_archived_runs_restore_into_a_new_store_and_render_the_same_table(tmp_pa
     done, skipped = archive.restore(second, arch)
     assert done == [] and len(skipped) == 1 and skipped[0].startswith("0123456789abcdef: its config.yaml hashes to")
     assert not (tmp_path / "second" / "runs" / "0123456789abcdef").exists()
+
+
+def test_only_a_missing_archive_folder_is_a_usage_error(tmp_path, monkeypatch):
+    """A file that vanishes inside restore (a bug, or a run deleted mid-copy) keeps its traceback
+    instead of reading as "no run archive" on the command line."""
+    def lose_a_file(results_root, folder):
+        raise FileNotFoundError(f"{folder}/x/metrics.csv")
+
+    monkeypatch.setattr(archive, "restore", lose_a_file)
+    with pytest.raises(FileNotFoundError, match="metrics.csv"):
+        archive.main(["--results-root", str(tmp_path), "--archive", str(tmp_path), "restore"])
