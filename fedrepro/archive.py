@@ -156,4 +156,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fedrepro.reports.cli import run_target
+
+    sys.exit(run_target(main))

@@ -73,6 +73,7 @@ def plan(module: str, argv: list[str], results_root: str, *, profile: str, seeds
     import importlib
 
     import fedrepro.run
+    from fedrepro.errors import FedreproError
     from fedrepro.reports import grid
 
     def refuse(*_a, **_k):
@@ -98,6 +99,8 @@ def plan(module: str, argv: list[str], results_root: str, *, profile: str, seeds
             if exc.code not in (0, 1, None):
                 note = f"the target stopped planning: exit {exc.code}: {out.getvalue().strip()[-300:]}"
         except Exception as exc:  # noqa: BLE001  (a target that needs runs to render: plan so far)
+            if isinstance(exc, FedreproError) and not grid._PLAN:
+                raise  # stopped before its first run (no reference folder, a bad option): not "0 runs"
             note = f"planning stopped at {type(exc).__name__}: {store.one_line(exc, 200)}"
         finally:
             fedrepro.run.run_experiment, fedrepro.run.build_federation = saved
@@ -211,4 +214,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fedrepro.reports.cli import run_target
+
+    sys.exit(run_target(main))

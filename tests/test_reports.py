@@ -81,6 +81,17 @@ def test_a_target_stopped_by_a_fedrepro_error_prints_its_line_not_a_traceback(tm
 
 
 @needs_reference
+def test_status_of_a_target_without_its_reference_folder_is_that_error_not_zero_runs(tmp_path, monkeypatch):
+    """`fedrepro.status` (and `archive save TARGET`) plan a target by running it: a target that
+    stops before its first run on a FedreproError reports that error, not "0 runs" with exit 0."""
+    from fedrepro.status import main as status_main
+
+    monkeypatch.setenv("FEDREPRO_REFERENCE_ROOT", str(tmp_path / "nowhere"))
+    with pytest.raises(ReferenceNotFoundError, match="FEDREPRO_REFERENCE_ROOT"):
+        status_main(["--results-root", str(tmp_path), "--profile", "smoke", "feddyn-table2"])
+    assert not (tmp_path / "tables").exists()
+
+
 def test_missing_reference_file_is_clear():
     with pytest.raises(ReferenceNotFoundError, match="no_such_table"):
         reference.load_reference("no_such_table")
