@@ -54,6 +54,7 @@ def _launch_context() -> tuple[bool, int]:
 def main(cfg: DictConfig) -> None:
     from fedrepro import store
 
+    store.stop_with_parent()  # a joblib worker of a multirun ends with its driver
     multirun, threads = _launch_context()
     if threads:
         import torch

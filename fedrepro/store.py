@@ -40,6 +40,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -348,6 +349,35 @@ def run_lock(results_root: str | Path, key: str, on_wait=None):
             marker.unlink(missing_ok=True)
     finally:
         os.close(fd)  # releases the lock
+
+
+_WATCHING_PARENT = False
+
+
+def stop_with_parent(poll_seconds: float = 1.0) -> None:
+    """In a worker process (joblib/loky; nothing in a main process): SIGKILL this process once
+    its parent is gone.
+
+    loky workers outlive a driver killed with SIGTERM or SIGKILL (they are re-parented to
+    init) and would train on for hours holding the run lock, so that a new sweep reports the
+    run as running and waits for it. Killed instead, the run is interrupted like any other
+    killed run and resumes from its checkpoint."""
+    global _WATCHING_PARENT
+    import multiprocessing
+
+    # joblib runs n_jobs=1 in the driver itself, whose parent (a shell) is not ours to follow;
+    # loky reuses a worker for many runs, and one watcher is enough
+    if multiprocessing.parent_process() is None or _WATCHING_PARENT:
+        return
+    _WATCHING_PARENT = True
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="fedrepro-stop-with-parent", daemon=True).start()
 
 
 def running(results_root: str | Path, key: str) -> Optional[dict]:

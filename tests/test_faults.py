@@ -100,6 +100,48 @@ def test_sigkill_at_a_random_round_and_during_writes_then_rerun_gives_the_uninte
     assert _leftovers(hurt) == []
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+@pytest.mark.parametrize("driver", ["grid", "hydra multirun"])
+def test_joblib_workers_stop_when_their_sweep_is_killed_and_leave_their_runs_resumable(tmp_path, driver):
+    # two runs far too long to end on their own, one per joblib worker
+    long = ["train.num_clients=10", "train.rounds=1000000", "profile.max_rounds=1000000"]
+    if driver == "grid":
+        cmd = _sweep_cmd(tmp_path, ["fedavg=algorithm=fedavg", "fedprox=algorithm=fedprox"], extra=long)
+    else:
+        cmd = [sys.executable, "-m", "fedrepro", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+               "algorithm=fedavg,fedprox", "profile=smoke", f"results_root={tmp_path}", "logger.progress=false", *long]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(LAUNCHER="joblib", JOBS="2"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    markers, workers = [], []
+    try:
+        deadline = time.time() + 120
+        while len(markers) < 2 and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.1)
+            markers = sorted((tmp_path / ".locks").glob("*.json"))
+        assert len(markers) == 2, f"the two runs did not start (sweep exit {proc.poll()})"
+        workers = [json.loads(m.read_text())["pid"] for m in markers]
+        assert proc.pid not in workers  # both runs are in worker processes
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == -signal.SIGTERM
+        deadline = time.time() + 30
+        while any(map(_alive, workers)) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not any(map(_alive, workers)), "a worker went on computing after its sweep was killed"
+        for m in markers:  # killed mid-run: the lock is free and the marker stays, i.e. "interrupted"
+            assert m.exists() and store.running(tmp_path, m.stem) is None
+    finally:
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_failing_and_diverging_runs_are_recorded_the_others_complete_and_only_failures_rerun(tmp_path):
     cells = ["fedavg=algorithm=fedavg", "fedprox=algorithm=fedprox algorithm.mu=0.01",
              "impossible=split=natural",  # mnist_5k has no clients of its own

@@ -97,6 +97,10 @@ def _run_many(args: list[tuple[int, list[str]]], threads: int, cwd: Optional[str
 
 
 def _indexed(i: int, overrides: list[str], threads: int):
+    """One run in a joblib worker, which dies with the driver (store.stop_with_parent)."""
+    from fedrepro import store
+
+    store.stop_with_parent()
     return i, _run_one(overrides, threads)
 
 
