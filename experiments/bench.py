@@ -12,7 +12,10 @@ Measured in one process, one after the other, each for about `--seconds`:
   sequential one in channels-last for the CNN, the sequential one for the LSTM);
 - sharded2: the fast executor sharded over 2 processes (each with half the threads);
 - products_only (batched workloads): the batched step's matrix products alone at their shapes,
-  the ceiling of any executor built on them.
+  the ceiling of any executor built on them;
+- aten_lstm, clients_batched (the LSTM): the sequential executor with torch's own LSTM kernels
+  instead of oneDNN's, and the LSTM written out for all clients at once (per-client weights as
+  batched matrix products, autograd): the alternatives to the oneDNN LSTM one client at a time.
 
 Workloads: (a) MNIST's MLP 784-200-200-10, 100 clients of 600 samples, batch 50, at 10 % and
 100 % participation; (b) the CIFAR CNN on generated CIFAR-shaped data (100 clients of 100
@@ -36,6 +39,7 @@ import argparse
 import os
 import platform
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,6 +157,43 @@ def products_rate(w: Workload, seconds: float) -> float:
             if k:
                 torch.bmm(dzs[k], ws[k])
     return time_rounds(step, s, seconds)
+
+
+def lstm_clients_batched_loss(model, stacked: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Summed batch-mean losses of S Shakespeare LSTMs, written out for all clients at once: each
+    client's weights (`stacked`: FlatModel names -> (S, *shape)) on its batch x (S, B, T) as
+    batched matrix products, the gates' elementwise work on (S, B, 4 H) tensors, backward by
+    autograd. What a batched executor for the LSTM would compute (tested equal to nn.LSTM)."""
+    lstm = model.module.lstm
+    s, b, t_len = x.shape
+    emb = stacked["embedding.weight"]
+    h_in = emb.gather(1, x.reshape(s, -1, 1).expand(-1, -1, emb.shape[2])).reshape(s, b, t_len, -1)
+    for layer in range(lstm.num_layers):
+        w_ih, w_hh = (stacked[f"lstm.weight_{k}_l{layer}"].transpose(1, 2) for k in ("ih", "hh"))
+        bias = (stacked[f"lstm.bias_ih_l{layer}"] + stacked[f"lstm.bias_hh_l{layer}"]).unsqueeze(1)
+        pre = torch.baddbmm(bias, h_in.reshape(s, b * t_len, -1), w_ih).reshape(s, b, t_len, -1)
+        h = c = pre.new_zeros(s, b, lstm.hidden_size)
+        outs = []
+        for t in range(t_len):
+            i, f, g, o = torch.baddbmm(pre[:, :, t], h, w_hh).chunk(4, 2)  # nn.LSTM's gate order
+            c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+            h = o.sigmoid() * c.tanh()
+            outs.append(h)
+        h_in = torch.stack(outs, 2)
+    out = torch.baddbmm(stacked["fc.bias"].unsqueeze(1), h, stacked["fc.weight"].transpose(1, 2))
+    return torch.nn.functional.cross_entropy(out.reshape(s * b, -1), y.reshape(-1)) * s
+
+
+def lstm_clients_batched_rate(w: Workload, seconds: float) -> float:
+    """client-steps/s of the gradient of `lstm_clients_batched_loss` for the round's clients (one
+    step each; no update, no clipping: a ceiling for such an executor)."""
+    model, w0, _ = w.build()
+    s, b = w.selected, w.batch
+    stacked = {n: v.unsqueeze(0).repeat(s, *[1] * v.dim()).requires_grad_(True)
+               for n, v in model.unflatten(w0).items()}
+    x, y = w.x[: s * b].reshape(s, b, -1), w.y[: s * b].reshape(s, b)
+    return time_rounds(lambda _: torch.autograd.grad(lstm_clients_batched_loss(model, stacked, x, y),
+                                                     list(stacked.values())), s, seconds)
 
 
 def dataloader_rate(w: Workload, seconds: float) -> float:
@@ -302,8 +343,15 @@ def main(argv=None) -> int:
             rates["sharded2"] = sharded_rate(w, fast, seconds)
         if batched:
             rates["products_only"] = products_rate(w, seconds)
+        if w.model["name"] == "lstm":  # why the LSTM stays on the sequential executor's oneDNN LSTM
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # setting the flags notes that TF32 is for Intel GPUs
+                with torch.backends.mkldnn.flags(enabled=False):
+                    rates["aten_lstm"] = executor_rate(w, "sequential", seconds)
+            rates["clients_batched"] = lstm_clients_batched_rate(w, seconds)
         names = {"fast": fast + (" (channels-last)" if conv else ""), "sharded2": fast,
-                 "products_only": "bmm alone"}
+                 "products_only": "bmm alone", "aten_lstm": "sequential, LSTM without oneDNN",
+                 "clients_batched": "LSTM written out, clients as bmm"}
         for method, rate in rates.items():
             rows.append({"workload": w.name, "method": method, "executor": names.get(method, method),
                          "clients_per_round": w.selected, "batch": w.batch,

@@ -271,3 +271,28 @@ def test_channels_last_is_the_same_function(name):
     assert torch.allclose(grads[True][1], grads[False][1], atol=1e-5, rtol=1e-4), \
         float((grads[True][1] - grads[False][1]).abs().max())
     assert not build_model(OmegaConf.create({"name": "mlp", "hidden": [8]}), (4,), 3, seed=0)[0].channels_last
+
+
+def test_the_bench_s_lstm_written_out_for_all_clients_is_nn_lstm():
+    """The LSTM `make bench` times against the oneDNN one (clients as batched matrix products)
+    computes each client's nn.LSTM loss and gradient, so the two rates compare like with like."""
+    from experiments import bench
+
+    g = torch.Generator().manual_seed(0)
+    s, b, t_len = 3, 4, 7
+    x, y = torch.randint(0, 80, (s * b, t_len), generator=g), torch.randint(0, 80, (s * b,), generator=g)
+    y[-1] = 79  # the model's vocabulary is the number of classes seen
+    w = bench.Workload("lstm", {"name": "lstm", "hidden": []}, x, y, s, b, b, 1.0, "generated")
+    model, w0, _ = w.build()
+    clients = [w0 + 0.1 * torch.randn(w0.shape, generator=g) for _ in range(s)]
+    stacked = {n: torch.stack([model.unflatten(c)[n] for c in clients]).requires_grad_(True) for n in model.names}
+    loss = bench.lstm_clients_batched_loss(model, stacked, x.reshape(s, b, t_len), y.reshape(s, b))
+    grads = dict(zip(stacked, torch.autograd.grad(loss, list(stacked.values()))))
+    for k, c in enumerate(clients):
+        c = c.clone().requires_grad_(True)
+        own = model.loss(c, x[k * b:(k + 1) * b], y[k * b:(k + 1) * b])
+        (own_grad,) = torch.autograd.grad(own, c)
+        ours = torch.cat([grads[n][k].reshape(-1) for n in model.names])
+        torch.testing.assert_close(ours, own_grad, rtol=1e-4, atol=1e-6)
+    per_client = [model.loss(c, x[k * b:(k + 1) * b], y[k * b:(k + 1) * b]) for k, c in enumerate(clients)]
+    torch.testing.assert_close(loss, torch.stack(per_client).sum(), rtol=1e-5, atol=1e-6)
