@@ -35,6 +35,7 @@ import errno
 import hashlib
 import io
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -363,8 +364,6 @@ def stop_with_parent(poll_seconds: float = 1.0) -> None:
     run as running and waits for it. Killed instead, the run is interrupted like any other
     killed run and resumes from its checkpoint."""
     global _WATCHING_PARENT
-    import multiprocessing
-
     # joblib runs n_jobs=1 in the driver itself, whose parent (a shell) is not ours to follow;
     # loky reuses a worker for many runs, and one watcher is enough
     if multiprocessing.parent_process() is None or _WATCHING_PARENT:

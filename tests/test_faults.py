@@ -136,7 +136,9 @@ def test_joblib_workers_stop_when_their_sweep_is_killed_and_leave_their_runs_res
         assert not any(map(_alive, workers)), "a worker went on computing after its sweep was killed"
         for m in markers:  # killed mid-run: the lock is free and the marker stays, i.e. "interrupted"
             assert m.exists() and store.running(tmp_path, m.stem) is None
-    finally:
+    finally:  # nothing of this test trains on after it
+        if proc.poll() is None:
+            proc.kill()
         for pid in workers:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
