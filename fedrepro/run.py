@@ -284,9 +284,13 @@ def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Opt
             return
         for lg in loggers:  # the CSV logger buffers 100 rows: flushed, `make status` sees the progress
             lg.save()
+        train_seconds = elapsed_before + time.perf_counter() - t_train
         store.save_checkpoint(folder, {
             "key": key, "round": round_done, "loop": loop.state_dict(), "history": list(history),
-            "train_seconds": elapsed_before + time.perf_counter() - t_train})
+            "train_seconds": train_seconds})
+        # a small file beside the (large) checkpoint: `fedrepro.status` reads the pace from it
+        store.write_json(folder / store.PROGRESS, {"round": round_done, "rounds": eff.rounds,
+                                                   "train_seconds": round(train_seconds, 1)})
 
     status, error = "finished", None
     try:

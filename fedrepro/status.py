@@ -14,13 +14,15 @@ interrupted (a folder without summary: a killed run; it resumes from its checkpo
 (not in this store, but finished in the run archive: `make restore` brings it in;
 fedrepro/archive.py), missing (never started). Wall time: setup + training for done runs, until
 the error for failed ones, since the start for running ones. Running and interrupted runs also
-show the last round in their metrics.csv (flushed at each checkpoint).
+show the last round in their metrics.csv (flushed at each checkpoint) and, from the last
+checkpoint's progress.json, the training time a round so far and what is left at that pace.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import io
+import json
 import os
 import re
 import sys
@@ -147,8 +149,17 @@ def run_state(results_root: str | Path, key: str, archive: Optional[Path] = None
 
 
 def _progress(folder: Path) -> str:
+    """', round R of N logged; M min a round so far, about H h to go' (the pace: training
+    seconds per round at the last checkpoint, resumes included; the rest at that pace)."""
     r = store.last_round(folder)
-    return f", round {r} logged" if r else ""
+    try:
+        p = json.loads((folder / store.PROGRESS).read_text())
+        rounds, pace = int(p["rounds"]), float(p["train_seconds"]) / int(p["round"])
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+        return f", round {r} logged" if r else ""
+    r = max(r, int(p["round"]))
+    return (f", round {r} of {rounds} logged; {_fmt_duration(pace)} a round so far, "
+            f"about {_fmt_duration(pace * max(rounds - r, 0))} to go")
 
 
 def _label_from_store(folder: Path) -> str:
@@ -168,6 +179,10 @@ def _fmt_wall(w: Optional[float]) -> str:
     if w is None:
         return ""
     return f"{w:.1f} s" if w < 120 else f"{w / 60:.1f} min"
+
+
+def _fmt_duration(seconds: float) -> str:
+    return _fmt_wall(seconds) if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def report(rows: list[dict], title: str) -> str:

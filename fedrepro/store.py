@@ -6,6 +6,8 @@
         metrics.csv        one row per round (Lightning's CSVLogger)
         checkpoint.pt      the last checkpoint while the run is unfinished (`save_checkpoint`
         checkpoint.prev.pt keeps the one before beside it: a damaged newest one falls back to it)
+        progress.json      beside the checkpoint: its round, the run's rounds and the training
+                           seconds so far (`fedrepro.status` tells the pace from it)
         summary.json       written last: status "finished" or "diverged" marks a done run,
                            "failed" a run that raised (the error and the round it reached)
         error.txt          failed runs only: the traceback
@@ -53,6 +55,7 @@ import torch
 
 CHECKPOINT = "checkpoint.pt"
 PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"
+PROGRESS = "progress.json"
 _CKPT_MAGIC = b"FEDREPRO-CHECKPOINT-1\n"  # + 32 bytes SHA-256 of the payload + torch.save payload
 FAULT_ENV = "FEDREPRO_TEST_FAULT"
 SECRET_ENV = ("WANDB_API_KEY", "WANDB_ENTITY")
@@ -253,7 +256,8 @@ def load_checkpoint(folder: Path, key: str) -> Optional[dict]:
 
 def clear_checkpoints(folder: Path) -> None:
     """Remove the checkpoints of a run that is done (summary written)."""
-    for name in (CHECKPOINT, PREVIOUS_CHECKPOINT, CHECKPOINT + ".damaged", PREVIOUS_CHECKPOINT + ".damaged"):
+    for name in (CHECKPOINT, PREVIOUS_CHECKPOINT, CHECKPOINT + ".damaged", PREVIOUS_CHECKPOINT + ".damaged",
+                 PROGRESS):
         (folder / name).unlink(missing_ok=True)
 
 

@@ -335,12 +335,33 @@ def test_status_lists_done_diverged_running_failed_interrupted_and_missing_runs(
     assert {n: r[0] for n, r in rows.items()} == {"ok": "done", "bad": "failed", "nan": "diverged", "busy": "running",
                                                   "killed": "interrupted", "new": "missing"}, text
     assert rows["ok"][1].endswith(" s") and rows["bad"][1].endswith(" s") and rows["busy"][1].endswith(" s")
-    assert "split=natural" in rows["bad"][4] and "round 2 logged" in rows["killed"][4]
+    assert "split=natural" in rows["bad"][4] and "round 2 of " in rows["killed"][4], text
+    assert " a round so far, about " in rows["killed"][4] and rows["killed"][4].endswith(" to go"), text
     assert "6 runs: 1 done, 1 diverged, 1 running, 1 failed, 1 interrupted, 1 missing" in text
     assert not (tmp_path / "tables").exists()  # planning renders nothing into the results root
     # the whole store, no target
     assert status_main(["--results-root", root]) == 0
     assert "results store" in capsys.readouterr().out
+    killed = store.run_dir(root, run_key(cfg("killed")))
+    assert (killed / store.PROGRESS).exists()
+    assert store.execute(cfg("killed")).summary["status"] == "finished"  # resumed and done: no pace left
+    assert not (killed / store.PROGRESS).exists() and not (killed / store.CHECKPOINT).exists()
+
+
+def test_status_tells_an_unfinished_runs_pace_and_the_time_left_at_it(tmp_path):
+    from fedrepro.status import run_state
+
+    folder = store.run_dir(tmp_path, "0123456789abcdef")
+    folder.mkdir(parents=True)
+    assert run_state(tmp_path, "0123456789abcdef")["detail"] == "killed before its first checkpoint"
+    # 30 of 100 rounds in 8 820 s of training: 294 s a round, 70 rounds left
+    store.write_json(folder / store.PROGRESS, {"round": 30, "rounds": 100, "train_seconds": 8820.0})
+    state = run_state(tmp_path, "0123456789abcdef")
+    assert state["state"] == "interrupted"
+    assert state["detail"] == ("killed before its first checkpoint, round 30 of 100 logged; "
+                               "4.9 min a round so far, about 5.7 h to go")
+    store.write_json(folder / store.PROGRESS, {"round": 0, "rounds": 100, "train_seconds": 0.0})
+    assert run_state(tmp_path, "0123456789abcdef")["detail"] == "killed before its first checkpoint"
 
 
 def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatch, capsys):
