@@ -3,13 +3,15 @@
 Hydra composes `conf/config.yaml` with one choice per config group; every group's YAML
 extends a dataclass stored here (`schema/<group>/<name>`), so a misspelled key fails at
 start ("Key 'mux' not in 'FedProxConfig'") and an unknown choice lists the valid ones.
-`validate` then checks values (ranges, enumerations) and raises ConfigError naming the
-valid values. `run_key` hashes what determines a run's result (not where it is logged).
+`validate` then checks values (every number finite and in its range, enumerations) and
+raises ConfigError naming the valid values. `run_key` hashes what determines a run's
+result (not where it is logged).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -422,36 +424,114 @@ ALGORITHM_CHOICES = {
 FEDOPT_NAMES = ("fedavgm", "fedadam", "fedadagrad", "fedyogi")
 
 
+# The allowed range of every numeric key: "> 0", ">= 1", or an interval "(0, 1]". Keys a
+# config lacks (another algorithm's or dataset's) are skipped; null passes where the schema
+# allows it (NULL_MEANS says what it means). Keys left out (seed, coin_seed, dataset.mean)
+# take any finite value. Counts are ints, so ">= 1" is their "> 0".
+RANGES: dict[str, str] = {
+    "train.num_clients": ">= 1", "train.rounds": ">= 1", "train.local_epochs": ">= 0",
+    "train.local_steps": ">= 1", "train.batch_size": ">= 1", "train.lr": "> 0",
+    "train.lr_decay": "(0, 1]", "train.weight_decay": ">= 0", "train.clip_norm": "> 0",
+    "train.eval_every": ">= 1", "train.checkpoint_every": ">= 1", "train.checkpoint_minutes": "> 0",
+    "train.processes": ">= 1",
+    "metrics.bin_width": "> 0",
+    "participation.rate": "(0, 1]", "participation.cohort_size": ">= 1",
+    "split.alpha": "> 0", "split.sigma": ">= 0", "split.shards_per_client": ">= 1",
+    "split.sorted_fraction": "[0, 1]",
+    "compressor.levels": ">= 1", "compressor.k": ">= 1", "compressor.k_fraction": "(0, 1]",
+    "compressor.keep_prob": "(0, 1]", "compressor.epsilon": ">= 0",
+    **{f"profile.{key}": ">= 1" for key in ("max_rounds", "max_local_epochs", "max_local_steps",
+                                            "max_test_samples", "max_train_eval_samples", "min_eval_every")},
+    # penalties and thresholds
+    **{f"algorithm.{key}": ">= 0" for key in ("mu", "lambda1", "lambda2", "epsilon", "prox_weight", "lam")},
+    # weights and step sizes
+    **{f"algorithm.{key}": "> 0" for key in ("alpha", "global_lr", "step", "server_lr", "tau")},
+    "algorithm.epochs": ">= 1", "algorithm.lr_step_every": ">= 1", "algorithm.lr_step_factor": "(0, 1]",
+    "algorithm.blocks": ">= 1", "algorithm.p": "(0, 1)",
+    **{f"algorithm.{key}": "[0, 1)" for key in ("momentum", "beta1", "beta2")},
+    "attack.client": ">= 0", "attack.round": ">= 1", "attack.iterations": ">= 0", "attack.lr": "> 0",
+    # dataset generators' options (fedrepro/data/synthetic.py, shakespeare.py); seeds feed numpy's
+    # default_rng, which refuses negative ones
+    **{f"dataset.{key}": ">= 1" for key in (
+        "num_clients", "train_per_client", "test_per_client", "seq_len", "num_devices",
+        "samples_per_device", "num_features", "min_samples", "d", "rank", "samples_per_client",
+        "test_samples")},
+    "dataset.num_classes": ">= 2", "dataset.test_per_device": ">= 0", "dataset.seed": ">= 0",
+    **{f"dataset.{key}": ">= 0" for key in ("gamma1", "gamma2", "gamma3", "noise")},
+}
+# What null means for the optional keys (inf would work for some caps, but null is the way to say it).
+NULL_MEANS = {
+    "train.local_steps": "local_epochs instead", "train.clip_norm": "no clipping",
+    "train.checkpoint_minutes": "no timed checkpoints", "participation.cohort_size": "from rate",
+    "compressor.k": "from k_fraction", "algorithm.lr_step_every": "constant lr",
+    "algorithm.blocks": "train.batch_size batches",
+    **{f"profile.{key}": "no cap" for key in ("max_rounds", "max_local_epochs", "max_local_steps",
+                                              "max_test_samples", "max_train_eval_samples", "min_eval_every")},
+}
+_ABSENT = object()
+
+
 def _get(cfg: DictConfig, dotted: str) -> Any:
     return OmegaConf.select(cfg, dotted)
 
 
+def _admits(spec: str, value: float) -> bool:
+    if spec.startswith(">="):
+        return value >= float(spec[2:])
+    if spec.startswith(">"):
+        return value > float(spec[1:])
+    lo, hi = (float(x) for x in spec[1:-1].split(","))
+    return (lo <= value if spec[0] == "[" else lo < value) and (value <= hi if spec[-1] == "]" else value < hi)
+
+
+def _allowed(key: str, finite: bool = False) -> str:
+    """What `key` may be, as the error message says it."""
+    spec = RANGES.get(key)
+    text = "a finite number" if finite else ""
+    if spec is not None:
+        text = f"{text} {'in ' if spec[0] in '([' else ''}{spec}".strip()
+    if key in NULL_MEANS:
+        text += f", or null ({NULL_MEANS[key]})"
+    return text
+
+
+def _leaves(node: Any, prefix: str = ""):
+    """(dotted key, value) of every scalar of a resolved config, list items as key[i]."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _leaves(v, f"{prefix}[{i}]")
+    else:
+        yield prefix, node
+
+
+def _check_finite(cfg: DictConfig) -> None:
+    # Everywhere, not only the keys of RANGES: nan passes every comparison unnoticed (nan <= 0
+    # is False) and would surface only as a diverged round.
+    for key, value in _leaves(OmegaConf.to_container(cfg, resolve=True)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key}={value} is invalid: it must be {_allowed(key, finite=True)}")
+
+
+def _check_ranges(cfg: DictConfig) -> None:
+    for key, spec in RANGES.items():
+        value = OmegaConf.select(cfg, key, default=_ABSENT)
+        if value is _ABSENT or value is None:  # not this config's key, or null where the schema allows it
+            continue
+        if not _admits(spec, value):
+            raise ConfigError(f"{key}={value} is invalid: it must be {_allowed(key)}")
+
+
 def validate(cfg: DictConfig) -> None:
-    """Raise ConfigError for the first invalid value, naming the valid ones."""
+    """Raise ConfigError for the first invalid value, naming the valid ones: non-finite numbers
+    anywhere, then choices, then the checks with a specific hint, then RANGES for the rest."""
+    _check_finite(cfg)
     for key, allowed in CHOICES.items():
         value = _get(cfg, key)
         if value not in allowed:
             raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(allowed)}")
-
-    def positive(key: str, allow_none: bool = False, strict: bool = True) -> None:
-        value = _get(cfg, key)
-        if value is None and allow_none:
-            return
-        if value is None or (value <= 0 if strict else value < 0):
-            bound = "> 0" if strict else ">= 0"
-            raise ConfigError(f"{key}={value} is invalid: it must be {bound}")
-
-    for key in ("train.num_clients", "train.rounds", "train.batch_size", "train.lr",
-                "train.eval_every", "train.checkpoint_every", "train.processes", "metrics.bin_width"):
-        positive(key)
-    positive("train.local_epochs", strict=False)
-    positive("train.local_steps", allow_none=True)
-    positive("train.clip_norm", allow_none=True)
-    positive("train.checkpoint_minutes", allow_none=True)
-    for key in ("train.weight_decay",):
-        positive(key, strict=False)
-    if not 0 < cfg.train.lr_decay <= 1:
-        raise ConfigError(f"train.lr_decay={cfg.train.lr_decay} is invalid: it must be in (0, 1]")
     if cfg.train.local_steps is None and cfg.train.local_epochs == 0:
         raise ConfigError("train.local_epochs=0 with train.local_steps=null trains nothing: set one of them > 0")
     rate = cfg.participation.rate
@@ -462,22 +542,10 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"participation.cohort_size={size} must be between 1 and train.num_clients={cfg.train.num_clients}")
     if cfg.split.kind == "dirichlet" and cfg.split.alpha <= 0:
         raise ConfigError(f"split.alpha={cfg.split.alpha} is invalid: the Dirichlet concentration must be > 0")
-    if not 0 <= cfg.split.sorted_fraction <= 1:
-        raise ConfigError(f"split.sorted_fraction={cfg.split.sorted_fraction} must be in [0, 1]")
-    if cfg.split.sigma < 0:
-        raise ConfigError(f"split.sigma={cfg.split.sigma} must be >= 0")
     if cfg.model.name == "mlp" and not cfg.model.hidden:
         raise ConfigError("model.name=mlp needs model.hidden, e.g. [200, 200]")
     if any(h <= 0 for h in cfg.model.hidden):
         raise ConfigError(f"model.hidden={list(cfg.model.hidden)} must hold positive layer widths")
-    for key in ("mu", "lambda1", "lambda2", "epsilon", "prox_weight"):
-        value = _get(cfg, f"algorithm.{key}")
-        if value is not None and value < 0:
-            raise ConfigError(f"algorithm.{key}={value} must be >= 0")
-    for key in ("alpha", "global_lr", "step", "epochs", "lr_step_every", "lr_step_factor", "blocks"):
-        value = _get(cfg, f"algorithm.{key}")
-        if value is not None and value <= 0:
-            raise ConfigError(f"algorithm.{key}={value} must be > 0")
     for key, allowed in ALGORITHM_CHOICES.items():
         value = _get(cfg, f"algorithm.{key}")
         if value is not None and value not in allowed:
@@ -487,12 +555,10 @@ def validate(cfg: DictConfig) -> None:
         if shape is None or len(shape) != 2 or min(shape) < 1:
             raise ConfigError(f"algorithm.prox=nuclear needs algorithm.prox_shape=[rows, cols], the matrix "
                               f"shape of the flat model (e.g. [64, 64]); got {shape}")
-    for key in ("max_rounds", "max_local_epochs", "max_local_steps", "max_test_samples",
-                "max_train_eval_samples", "min_eval_every"):
-        positive(f"profile.{key}", allow_none=True)
     _validate_compressor(cfg)
     _validate_l2gd_fedopt(cfg)
     _validate_attack(cfg)
+    _check_ranges(cfg)
     if cfg.train.executor == "batched" and cfg.model.name not in BATCHED_MODELS:
         raise ConfigError(f"train.executor=batched trains {', '.join(BATCHED_MODELS)} models, not "
                           f"model={cfg.model.name}: use train.executor=auto (it picks sequential here)")
