@@ -20,3 +20,14 @@ def results(tmp_path):
 def real_data_root():
     """The real-data folder, or None when the real-data tier is off (FEDREPRO_DATA_ROOT unset)."""
     return os.environ.get("FEDREPRO_DATA_ROOT")
+
+
+def data_root_with(folder: Path, *names: str) -> Path:
+    """A data root holding only these folders of the real one (links), so a target's default
+    datasets do not grow as data arrives; empty when the real-data tier is off."""
+    folder.mkdir(parents=True, exist_ok=True)
+    real = real_data_root()
+    for name in names:
+        if real and (Path(real) / name).is_dir():
+            (folder / name).symlink_to(Path(real).resolve() / name, target_is_directory=True)
+    return folder

@@ -14,7 +14,7 @@ from fedrepro.errors import DataError
 DATA = os.environ.get("FEDREPRO_DATA_ROOT")
 NAMES = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))
 # What ../shared/data holds (SOURCES.md): these must load when the real-data tier is on.
-HERE = {"mnist", "mnist_5k", "emnist_l", "shakespeare", "esr", "a1a", "synthetic_feddyn", "lowrank"}
+HERE = {"mnist", "mnist_5k", "emnist_l", "cifar10", "shakespeare", "esr", "a1a", "synthetic_feddyn", "lowrank"}
 GENERATED = {"mnist_5k", "synthetic_feddyn", "lowrank"}  # need no data folder
 
 

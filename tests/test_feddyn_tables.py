@@ -263,7 +263,8 @@ def test_table6_smoke_runs_the_generator_on_its_own_devices(tmp_path, capsys):
     assert "**FDY-T6-1**" in (tmp_path / "tables" / "feddyn_table6_claims.md").read_text()
 
 
-def test_table1_lists_every_row_when_no_dataset_runs(tmp_path, capsys):
+def test_table1_lists_every_row_when_no_dataset_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FEDREPRO_DATA_ROOT", str(tmp_path / "no-data"))  # no CIFAR here
     assert table1.main(["--profile", "smoke", "--results-root", str(tmp_path)]) == 0
     table = pd.read_csv(tmp_path / "tables" / "feddyn_table1.csv")
     assert len(table) == 64 and set(table.status) == {"not run"}

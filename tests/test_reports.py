@@ -11,13 +11,6 @@ import pytest
 from fedrepro.reports import claims, figures, reference, tables
 from fedrepro.reports.reference import ReferenceNotFoundError
 
-try:
-    reference.reference_root()
-    HAVE_REFERENCE, SKIP_REASON = True, ""
-except ReferenceNotFoundError as exc:
-    HAVE_REFERENCE, SKIP_REASON = False, f"reference CSVs absent: {exc}"
-
-needs_reference = pytest.mark.skipif(not HAVE_REFERENCE, reason=SKIP_REASON)
 KEYS = ["dataset_key", "split_key", "algorithm_key"]
 T2_ALGS = ["fedprox", "fen_alg1", "scaffold", "fen_alg2", "feddyn", "fen_alg3"]
 
@@ -56,7 +49,7 @@ def test_missing_reference_root_names_path_and_env(monkeypatch, tmp_path):
 
 
 def test_a_target_stopped_by_a_fedrepro_error_prints_its_line_not_a_traceback(tmp_path):
-    """A table target run where ../shared/reference is not (a clone elsewhere): exit status 2 and
+    """A table target whose FEDREPRO_REFERENCE_ROOT names no folder: exit status 2 and
     the error's one line, naming the folder and the variable; a bug keeps its traceback."""
     import os
     import subprocess
@@ -72,7 +65,7 @@ def test_a_target_stopped_by_a_fedrepro_error_prints_its_line_not_a_traceback(tm
     assert "Traceback" not in out.stderr, out.stderr
     assert out.stderr.strip().splitlines()[-1] == (
         f"fedrepro: error: reference folder not found: {tmp_path / 'nowhere'} (from FEDREPRO_REFERENCE_ROOT="
-        f"{tmp_path / 'nowhere'}). Set FEDREPRO_REFERENCE_ROOT to the folder holding the papers' reference CSVs.")
+        f"{tmp_path / 'nowhere'}); unset FEDREPRO_REFERENCE_ROOT to use the package's copy.")
 
     def bug() -> int:
         raise ValueError("a bug")
@@ -80,7 +73,6 @@ def test_a_target_stopped_by_a_fedrepro_error_prints_its_line_not_a_traceback(tm
         run_target(bug)
 
 
-@needs_reference
 def test_status_of_a_target_without_its_reference_folder_is_that_error_not_zero_runs(tmp_path, monkeypatch):
     """`fedrepro.status` (and `archive save TARGET`) plan a target by running it: a target that
     stops before its first run on a FedreproError reports that error, not "0 runs" with exit 0."""
@@ -97,7 +89,6 @@ def test_missing_reference_file_is_clear():
         reference.load_reference("no_such_table")
 
 
-@needs_reference
 def test_load_fen_table2_keys_and_values():
     ref = reference.load_reference("fedelasticnet_table2")
     assert len(ref) == 84
@@ -112,7 +103,6 @@ def test_load_fen_table2_keys_and_values():
     assert set(ref[ref.split_key == "natural"]["dataset_key"]) == {"shakespeare"}
 
 
-@needs_reference
 def test_feddyn_split_by_transmitted_in_table3():
     ref = reference.load_reference("fedelasticnet_table3")
     algs = set(ref["algorithm_key"])
@@ -133,8 +123,6 @@ def test_key_normalizers():
 
 @pytest.fixture
 def t2():
-    if not HAVE_REFERENCE:
-        pytest.skip(SKIP_REASON)
     return reference.load_reference("fedelasticnet_table2")
 
 
@@ -230,7 +218,6 @@ def test_markdown_and_files(t2, tmp_path):
 # ---------------------------------------------------------------------------------- claims
 
 
-@needs_reference
 def test_t2_2_holds_fails_ties_and_not_evaluated():
     assert verdict("FEN-T2-2", ours_frame(paper_like()))[0] == "holds"
     v, detail = verdict("FEN-T2-2", ours_frame(paper_like(fen_alg1=21.0)))
@@ -242,7 +229,6 @@ def test_t2_2_holds_fails_ties_and_not_evaluated():
     assert v == "not evaluated" and "needs runs of: scaffold" in detail
 
 
-@needs_reference
 def test_every_row_counts_rows_evaluated():
     ours = pd.concat([ours_frame(paper_like()), ours_frame(paper_like(), row=("emnist_l", "iid")),
                       ours_frame({"fedprox": 1.0}, row=("cifar10", "iid"))])
@@ -250,12 +236,10 @@ def test_every_row_counts_rows_evaluated():
     assert v == "holds" and "2 of 2 rows evaluated" in detail and "12 of 14 scope rows not evaluated" in detail
 
 
-@needs_reference
 def test_t2_1_is_strict():
     assert verdict("FEN-T2-1", ours_frame(paper_like(fen_alg3=7.51)))[0] == "fails"
 
 
-@needs_reference
 def test_t2_3_equality():
     assert verdict("FEN-T2-3", ours_frame(paper_like()))[0] == "holds"
     assert verdict("FEN-T2-3", ours_frame(paper_like(feddyn=20.3 * 1.005)))[0] == "holds (tie)"
@@ -263,7 +247,6 @@ def test_t2_3_equality():
     assert v == "fails" and "differ by" in detail
 
 
-@needs_reference
 @pytest.mark.parametrize("scaffold,expected", [(2.0 * 20.3, "holds"), (1.9 * 20.3, "holds"),
                                                (2.1 * 20.3, "holds"), (1.85 * 20.3, "fails"),
                                                (2.2 * 20.3, "fails")])
@@ -271,7 +254,6 @@ def test_t2_4_ratio_bounds(scaffold, expected):
     assert verdict("FEN-T2-4", ours_frame(paper_like(scaffold=scaffold)))[0] == expected
 
 
-@needs_reference
 def test_interval_detail_with_seeds():
     clear = verdict("FEN-T2-2", ours_frame(paper_like(), n_seeds=3, half=0.1))[1]
     assert "3 of 3 compared quantities are clear of the intervals" in clear
@@ -281,7 +263,6 @@ def test_interval_detail_with_seeds():
     assert "intervals" not in verdict("FEN-T2-2", ours_frame(paper_like()))[1]
 
 
-@needs_reference
 def test_t2_5_needs_counts_then_checks_identity():
     assert verdict("FEN-T2-5", ours_frame(paper_like()))[0] == "not evaluated"
     # 199,210 parameters x 1,000 client-rounds = 19.921 x 1e7.
@@ -300,7 +281,6 @@ def test_t2_5_needs_counts_then_checks_identity():
     assert verdict("FEN-T2-5", ours)[0] == "fails"
 
 
-@needs_reference
 def test_t2_6_and_t2_7():
     assert verdict("FEN-T2-6", ours_frame(paper_like()))[0] == "holds"
     assert verdict("FEN-T2-6", ours_frame(paper_like(fen_alg3=10.0)))[0] == "fails"
@@ -311,7 +291,6 @@ def test_t2_6_and_t2_7():
     assert v == "not evaluated"
 
 
-@needs_reference
 def test_registry_unknown_and_markdown():
     assert all(f"FEN-T2-{i}" in claims.CLAIM_CHECKS for i in range(1, 8))
     with pytest.raises(ValueError, match="unknown claim"):

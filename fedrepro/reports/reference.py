@@ -1,4 +1,4 @@
-"""Load the papers' reference tables (../shared/reference/*.csv) with normalized join keys.
+"""Load the papers' reference tables (fedrepro/reference/*.csv) with normalized join keys.
 
 Every file keeps its columns as the strings printed in the paper. On top of them
 `load_reference` adds:
@@ -49,21 +49,19 @@ class ReferenceNotFoundError(DataError, FileNotFoundError):
     """The reference folder or one of its files is missing."""
 
 
-def repo_root() -> Path:
-    # fedrepro/reports/reference.py -> the checkout root is three levels up.
-    return Path(__file__).resolve().parents[2]
+def package_reference_root() -> Path:
+    """The reference values shipped with the package (fedrepro/reference/, see its README)."""
+    return Path(__file__).resolve().parents[1] / "reference"
 
 
 def reference_root() -> Path:
-    """The reference folder: $FEDREPRO_REFERENCE_ROOT, else <repo root>/../shared/reference."""
+    """The reference folder: $FEDREPRO_REFERENCE_ROOT when set, else the package's own copy."""
     env = os.environ.get(ENV_VAR)
-    root = Path(env) if env else repo_root().parent / "shared" / "reference"
+    root = Path(env) if env else package_reference_root()
     if not root.is_dir():
-        where = f"{ENV_VAR}={env}" if env else "the default <repo root>/../shared/reference"
-        raise ReferenceNotFoundError(
-            f"reference folder not found: {root} (from {where}). "
-            f"Set {ENV_VAR} to the folder holding the papers' reference CSVs."
-        )
+        where = f"{ENV_VAR}={env}" if env else "the package's fedrepro/reference"
+        fix = f"unset {ENV_VAR} to use the package's copy" if env else "reinstall fedrepro"
+        raise ReferenceNotFoundError(f"reference folder not found: {root} (from {where}); {fix}.")
     return root
 
 
@@ -74,8 +72,7 @@ def reference_path(name: str) -> Path:
     if not path.is_file():
         available = ", ".join(sorted(p.stem for p in root.glob("*.csv")))
         raise ReferenceNotFoundError(
-            f"reference file not found: {path}. Available in {root} (set by {ENV_VAR} or the "
-            f"default ../shared/reference): {available}"
+            f"reference file not found: {path}. Available in {root}: {available}"
         )
     return path
 
