@@ -36,6 +36,7 @@ it also projects the wall time of FedElasticNet Table 2's MNIST rows on the fast
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import platform
 import time
@@ -54,6 +55,9 @@ from fedrepro.engine.batched import BatchedExecutor
 from fedrepro.engine.local import ClientJob, SequentialExecutor
 from fedrepro.models.flat import build_model
 from fedrepro.reports.tables import markdown_grid
+
+# run as __main__: a fixed name keeps its lines under the fedrepro loggers
+log = logging.getLogger("fedrepro.experiments")
 
 
 @dataclass
@@ -323,9 +327,9 @@ def main(argv=None) -> int:
     seconds = 0.5 if args.profile == "smoke" else args.seconds
     threads = torch.get_num_threads()
     peak = matmul_rate(seconds)
-    print(f"[bench] {platform.node()} {platform.processor() or platform.machine()}, torch {torch.__version__}, "
-          f"{threads} threads, GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r}")
-    print(f"[bench] matmul 2048^2 float32: {peak / 1e9:.1f} GFLOP/s")
+    log.info(f"{platform.node()} {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+             f"{threads} threads, GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r}")
+    log.info(f"matmul 2048^2 float32: {peak / 1e9:.1f} GFLOP/s")
     rows = []
     chosen = workloads(os.environ.get("FEDREPRO_DATA_ROOT"))
     if args.only:
@@ -360,12 +364,12 @@ def main(argv=None) -> int:
                          "step_mflop": flops / 1e6, "data": w.data})
         base = {r["method"]: r["client_steps_per_s"] for r in rows if r["workload"] == w.name}
         ratios = ", ".join(f"{m} {base[m] / base['dataloader']:.2f}x" for m in base if m != "dataloader")
-        line = (f"[bench] {w.name}: " + ", ".join(f"{m} {v:.0f}" for m, v in base.items())
+        line = (f"{w.name}: " + ", ".join(f"{m} {v:.0f}" for m, v in base.items())
                 + f" client-steps/s; vs dataloader: {ratios}; fast/sequential {base['fast'] / base['sequential']:.2f}x")
         if "products_only" in base:
             line += (f"; fast = {base['fast'] / base['products_only']:.0%} of its products alone "
                      f"({base['products_only'] * flops / peak:.0%} of the matmul rate)")
-        print(line)
+        log.info(line)
     eval_rows = []
     for w in chosen:
         if w.name.endswith("_p100"):  # the same model as its 10 % workload
@@ -374,9 +378,9 @@ def main(argv=None) -> int:
         eval_rows += [{"workload": w.name, "eval_batch": b, "samples_per_s": r, "used": b == used}
                       for b, r in rates.items()]
         best = max(rates, key=rates.get)
-        print(f"[bench] evaluation {w.name}: " + ", ".join(f"batch {b} {r:.0f}" for b, r in rates.items())
-              + f" samples/s; evaluates at batch {used} ({rates.get(used, float('nan')) / rates[best]:.0%} of "
-              f"the best, batch {best})")
+        log.info(f"evaluation {w.name}: " + ", ".join(f"batch {b} {r:.0f}" for b, r in rates.items())
+                 + f" samples/s; evaluates at batch {used} ({rates.get(used, float('nan')) / rates[best]:.0%} of "
+                 f"the best, batch {best})")
     frame = pd.DataFrame(rows)
     frame["matmul_gflops"] = peak / 1e9
     frame["threads"] = threads
@@ -395,7 +399,7 @@ def main(argv=None) -> int:
         line = (f"FedElasticNet Table 2, MNIST rows at profile=paper ({proj['runs']} runs, "
                 f"{proj['client_steps'] / 1e6:.1f} M client-steps of batch 10): fast executor at {rate:.0f} "
                 f"client-steps/s -> {proj['projected_seconds'] / 60:.0f} min of local training (evaluation extra)")
-        print(f"[bench] {line}")
+        log.info(line)
         md += f"\n- {line}\n"
     (out / "bench.md").write_text(md, encoding="utf-8")
     print(md)
@@ -432,4 +436,6 @@ def eval_markdown(eval_rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from fedrepro.reports.cli import run_target
+
+    raise SystemExit(run_target(main))

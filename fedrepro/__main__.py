@@ -5,9 +5,15 @@ runs at once, cores // n_jobs threads each), submitit_local, submitit_slurm (SLU
 `hydra.launcher.cpus_per_task` threads each). A run that fails is recorded in the results store
 (status "failed", the error and the round reached) and, in a multirun, the sweep goes on; the
 next attempt recomputes only the missing and failed runs (finished and diverged ones are reused).
+
+The run logs through the `fedrepro` logger: Hydra's job logging shows it on the console and
+keeps it in the run's job log (`<hydra.run.dir>/__main__.log`; a multirun's in each job's
+folder); `hydra.verbose=fedrepro` adds its DEBUG lines. An error that stops a single run is
+one line on stderr (exit 2); in a multirun it is logged in that job's log and the sweep goes on.
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -18,6 +24,9 @@ import fedrepro  # noqa: F401  (torchvision shim before anything imports lightni
 from fedrepro.config import register_configs
 
 register_configs()
+
+# not __name__: run with -m, this module is "__main__", outside the fedrepro loggers
+log = logging.getLogger("fedrepro.main")
 
 
 def _cores() -> int:
@@ -60,32 +69,34 @@ def main(cfg: DictConfig) -> None:
         import torch
 
         torch.set_num_threads(threads)
-    result = store.execute(cfg, quiet=False, log=print)
+    result = store.execute(cfg, quiet=False)
     if isinstance(result, store.Failure):
         where = f" (recorded in {result.folder / 'summary.json'}, traceback in error.txt)" \
             if result.kind == "failed" and result.folder is not None else ""
-        print(f"fedrepro: error: {result.detail or result.message}{where}", file=sys.stderr)
         if multirun:
-            return  # the sweep goes on; re-running it recomputes this run
+            log.error(f"{result.detail or result.message}{where}")  # in this job's log; the sweep goes on
+            return  # re-running the sweep recomputes this run
+        # one line on stderr, where a failing command says why (Hydra's console log is stdout)
+        print(f"fedrepro: error: {result.detail or result.message}{where}", file=sys.stderr)
         sys.exit(2)
     s = result.summary
     final = s["final"]
-    print(f"[fedrepro] {s['status']}: {s['algorithm']} on {s['dataset']} ({s['profile']} profile, seed {s['seed']}), "
-          f"{s['rounds_completed']} rounds, {s['seconds_per_round']:.3f} s/round")
-    print(f"[fedrepro] test accuracy: all-clients mean {final.get('all_test_acc', float('nan')):.4f}, "
-          f"server {final.get('server_test_acc', float('nan')):.4f}; "
-          f"uploaded {final.get('cum_up_nonzeros', 0):.4g} nonzeros, {final.get('cum_up_entropy', 0):.2f} bits/symbol summed")
+    log.info(f"{s['status']}: {s['algorithm']} on {s['dataset']} ({s['profile']} profile, seed {s['seed']}), "
+             f"{s['rounds_completed']} rounds, {s['seconds_per_round']:.3f} s/round")
+    log.info(f"test accuracy: all-clients mean {final.get('all_test_acc', float('nan')):.4f}, "
+             f"server {final.get('server_test_acc', float('nan')):.4f}; "
+             f"uploaded {final.get('cum_up_nonzeros', 0):.4g} nonzeros, {final.get('cum_up_entropy', 0):.2f} bits/symbol summed")
     attack = s.get("attack")
     if attack is not None:
         detail = (f"||D_hat - D||_F {attack['initial_distance']:.6g} -> {attack['final_distance']:.6g} "
                   f"on client {attack['client']}'s round-{attack['round']} upload"
                   if attack["status"] == "ok" else attack["reason"])
-        print(f"[fedrepro] attack {cfg.attack.name}: {attack['status']}: {detail}")
+        log.info(f"attack {cfg.attack.name}: {attack['status']}: {detail}")
     names = ("metrics.csv", "accuracy.png", "summary.json") + (("attack.json",) if attack else ())
     for name in names:
-        print(f"[fedrepro] {name:13s} {result.folder / name}")
+        log.info(f"{name:13s} {result.folder / name}")
     if s["status"] != "finished":
-        print(f"fedrepro: warning: {s['error']}", file=sys.stderr)
+        log.warning(s["error"])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Run one resolved config end to end, reusing or resuming what the results store holds."""
 from __future__ import annotations
 
+import logging
 import os
 import time
 import warnings
@@ -29,6 +30,8 @@ from fedrepro.metrics.ledger import Ledger
 from fedrepro.models.flat import model_for
 
 
+logger = logging.getLogger(__name__)
+
 # The run folder holds more than the CSV; metrics.csv itself is managed below (resume).
 warnings.filterwarnings("ignore", message="Experiment logs directory .* exists and is not empty")
 
@@ -43,6 +46,44 @@ class RunResult:
     folder: Path
     summary: dict
     reused: bool
+
+
+def _say(quiet: bool):
+    """Where a run's own lines go: INFO, or DEBUG for a quiet run (one of a table's sweep, whose
+    line per run says what matters; `hydra.verbose=fedrepro` or FEDREPRO_LOG_LEVEL=DEBUG shows them)."""
+    return logger.debug if quiet else logger.info
+
+
+def profile_caps(cfg: DictConfig) -> str:
+    """What the profile cuts from the run's paper setting (config.train against `effective`):
+    'profile=quick: rounds 500 -> 100, local epochs 10 -> 1, evaluation every 1 -> 5 rounds', or
+    'profile=paper: nothing capped'."""
+    p, t, eff = cfg.profile, cfg.train, effective(cfg)
+    caps = []
+    if cfg.algorithm.name == "centralized":  # an epoch stands for a round (fedrepro/centralized.py)
+        epochs = cfg.algorithm.epochs
+        if p.max_rounds is not None and p.max_rounds < epochs:
+            caps.append(f"epochs {epochs} -> {p.max_rounds}")
+        if p.max_local_steps is not None:
+            caps.append(f"at most {p.max_local_steps} batches an epoch")
+    else:
+        if eff.rounds != t.rounds:
+            caps.append(f"rounds {t.rounds} -> {eff.rounds}")
+        if t.local_steps is not None:
+            if eff.max_local_steps is not None and eff.max_local_steps < t.local_steps:
+                caps.append(f"local steps {t.local_steps} -> {eff.max_local_steps}")
+        else:
+            if eff.local_epochs != t.local_epochs:
+                caps.append(f"local epochs {t.local_epochs} -> {eff.local_epochs}")
+            if eff.max_local_steps is not None:
+                caps.append(f"at most {eff.max_local_steps} local steps a round")
+        if eff.eval_every != t.eval_every:
+            caps.append(f"evaluation every {t.eval_every} -> {eff.eval_every} rounds")
+    if eff.max_test_samples is not None:
+        caps.append(f"test set at most {eff.max_test_samples} samples")
+    if eff.max_train_eval_samples is not None:
+        caps.append(f"training-loss set at most {eff.max_train_eval_samples} samples")
+    return f"profile={p.name}: {', '.join(caps) or 'nothing capped'}"
 
 
 def _subset(n: int, limit: Optional[int], seed: int, purpose: str) -> Optional[torch.Tensor]:
@@ -131,9 +172,9 @@ def check_memory(cfg: DictConfig, state_bytes: int, clients: int, dim: int, quie
             f"{cfg.algorithm.name} with {clients} clients of a {dim}-parameter model needs {total / 2 ** 30:.1f} GiB "
             f"of client state; {available / 2 ** 30:.1f} GiB is free: lower train.num_clients, use a smaller "
             f"model, or (LoSAC / FedSaga) fewer algorithm.blocks")
-    if not quiet and total > 1 << 28:
-        print(f"[fedrepro] {cfg.algorithm.name} holds {total / 2 ** 30:.2f} GiB of server and client state "
-              f"({clients} clients x {dim} parameters; also in each checkpoint)")
+    if total > 1 << 28:
+        _say(quiet)(f"{cfg.algorithm.name} holds {total / 2 ** 30:.2f} GiB of server and client state "
+                    f"({clients} clients x {dim} parameters; also in each checkpoint)")
     return total
 
 
@@ -188,9 +229,12 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     folder = store.run_dir(cfg.results_root, key)
     done = store.done_summary(folder)
     if done is not None:
-        if not quiet:
-            print(f"[fedrepro] reusing finished run {folder}")
+        _say(quiet)(f"reusing finished run {folder}")
         return RunResult(key, folder, done, reused=True)
+    say = _say(quiet)
+    say(f"run {key}: {cfg.algorithm.name} on {cfg.dataset.name}, {cfg.split.kind} split, seed {cfg.seed} "
+        f"-> {folder}")
+    say(profile_caps(cfg))
 
     if cfg.algorithm.name == "centralized":
         from fedrepro.centralized import run_centralized
@@ -256,8 +300,7 @@ def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Opt
         elapsed_before = checkpoint["train_seconds"]
         for row in history:
             log(row)
-        if not quiet:
-            print(f"[fedrepro] resuming {folder} from round {start_round}")
+        _say(quiet)(f"resuming {folder} from round {start_round}")
     else:
         row = {"round": 0, "clients": 0, "lr": t.lr, "local_loss": float("nan")}
         row.update(loop.evaluate(0))

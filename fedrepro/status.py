@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import io
 import json
+import logging
 import os
 import re
 import sys
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Optional
 
 from fedrepro import store
+from fedrepro.reports.cli import fmt_duration, fmt_wall
 
 STATES = ("done", "diverged", "running", "failed", "interrupted", "archived", "missing")
 
@@ -92,6 +94,8 @@ def plan(module: str, argv: list[str], results_root: str, *, profile: str, seeds
         args = ["--results-root", tmp, "--profile", profile, "--seeds", str(seeds), "--jobs", "1",
                 "--launcher", "local", *argv]  # first: a target's own `--` ends its options
         out = io.StringIO()
+        silenced = logging.root.manager.disable
+        logging.disable(logging.CRITICAL)  # the target's log is not the status listing either
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                 importlib.import_module(module).main(args)
@@ -105,6 +109,7 @@ def plan(module: str, argv: list[str], results_root: str, *, profile: str, seeds
                 raise  # stopped before its first run (no reference folder, a bad option): not "0 runs"
             note = f"planning stopped at {type(exc).__name__}: {store.one_line(exc, 200)}"
         finally:
+            logging.disable(silenced)
             fedrepro.run.run_experiment, fedrepro.run.build_federation = saved
             planned, grid._PLAN = grid._PLAN, None
     seen, runs = set(), []
@@ -158,8 +163,8 @@ def _progress(folder: Path) -> str:
     except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
         return f", round {r} logged" if r else ""
     r = max(r, int(p["round"]))
-    return (f", round {r} of {rounds} logged; {_fmt_duration(pace)} a round so far, "
-            f"about {_fmt_duration(pace * max(rounds - r, 0))} to go")
+    return (f", round {r} of {rounds} logged; {fmt_duration(pace)} a round so far, "
+            f"about {fmt_duration(pace * max(rounds - r, 0))} to go")
 
 
 def _label_from_store(folder: Path) -> str:
@@ -175,23 +180,13 @@ def _label_from_store(folder: Path) -> str:
         return "?"
 
 
-def _fmt_wall(w: Optional[float]) -> str:
-    if w is None:
-        return ""
-    return f"{w:.1f} s" if w < 120 else f"{w / 60:.1f} min"
-
-
-def _fmt_duration(seconds: float) -> str:
-    return _fmt_wall(seconds) if seconds < 7200 else f"{seconds / 3600:.1f} h"
-
-
 def report(rows: list[dict], title: str) -> str:
     from fedrepro.reports.tables import markdown_grid
 
     counts = {s: sum(r["state"] == s for r in rows) for s in STATES}
     head = f"{title}: {len(rows)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     table = markdown_grid(["state", "wall", "run", "key", "detail"],
-                          [[r["state"], _fmt_wall(r["wall"]), r["label"], r["key"], r["detail"]] for r in rows],
+                          [[r["state"], fmt_wall(r["wall"]), r["label"], r["key"], r["detail"]] for r in rows],
                           right_align={1})
     return head + "\n\n" + table + "\n"
 

@@ -37,6 +37,7 @@ import errno
 import hashlib
 import io
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -60,6 +61,7 @@ _CKPT_MAGIC = b"FEDREPRO-CHECKPOINT-1\n"  # + 32 bytes SHA-256 of the payload + 
 FAULT_ENV = "FEDREPRO_TEST_FAULT"
 SECRET_ENV = ("WANDB_API_KEY", "WANDB_ENTITY")
 DONE = ("finished", "diverged")
+log = logging.getLogger(__name__)
 
 
 def run_dir(results_root: str | Path, key: str) -> Path:
@@ -438,7 +440,7 @@ def secrets_hidden(cfg):
         os.environ.update(saved)
 
 
-def execute(cfg, *, quiet: bool = True, log=None):
+def execute(cfg, *, quiet: bool = True):
     """Run `cfg` through `run_experiment` under its run lock: a RunResult, or a `Failure`.
 
     A run that raises (anything but missing data) is recorded in the store (`record_failure`) and
@@ -459,8 +461,7 @@ def execute(cfg, *, quiet: bool = True, log=None):
         return run_experiment(cfg, quiet=quiet)  # reuse: no lock needed
 
     def waiting():
-        if log is not None:
-            log(f"[fedrepro] {folder} is being computed by another process; waiting for it")
+        log.info(f"{folder} is being computed by another process; waiting for it")
 
     with run_lock(cfg.results_root, key, on_wait=waiting):
         clean_temporaries(folder)

@@ -219,14 +219,16 @@ def test_two_processes_give_the_one_process_numbers_bit_for_bit(executor, tmp_pa
     pd.testing.assert_frame_equal(frames[0], frames[1], check_exact=True)
 
 
-def test_client_state_is_stated_and_refused_beyond_free_memory(monkeypatch, capsys):
+def test_client_state_is_stated_and_refused_beyond_free_memory(monkeypatch, caplog):
     import fedrepro.run as run
+
+    caplog.set_level("INFO", logger="fedrepro")
 
     cfg = compose_config(["algorithm=losac"])
     # LoSAC's 1 000-client MNIST, M = 5: 5 stored block gradients + the latest model per client
     need = run.check_memory(cfg, 1000 * 5 * 199210 * 4, 1000, 199210, quiet=False)
     assert need == 1000 * 6 * 199210 * 4
-    assert "losac holds 4.45 GiB" in capsys.readouterr().out
+    assert "losac holds 4.45 GiB" in caplog.text
     monkeypatch.setattr(run, "_available_memory", lambda: 2 ** 32)  # 4 GiB free
     with pytest.raises(ConfigError, match="fewer algorithm.blocks"):
         run.check_memory(cfg, 1000 * 5 * 199210 * 4, 1000, 199210, quiet=True)

@@ -10,6 +10,7 @@ compare-compression on mnist_5k with 20 clients.
 import contextlib
 import dataclasses
 import io
+import logging
 import math
 import re
 from pathlib import Path
@@ -43,9 +44,18 @@ def one_thread():
 
 
 def quiet(fn, argv):
+    """What a target printed and logged (its line per run goes to the fedrepro log)."""
     out = io.StringIO()
-    with contextlib.redirect_stdout(out), one_thread():
-        assert fn(argv) == 0
+    handler, log = logging.StreamHandler(out), logging.getLogger("fedrepro")
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        with contextlib.redirect_stdout(out), one_thread():
+            assert fn(argv) == 0
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
     return out.getvalue()
 
 

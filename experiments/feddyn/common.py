@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,6 +31,9 @@ from fedrepro.reports.cli import table_parser
 from fedrepro.reports.grid import Cell, every_round, mean_interval, measure_target
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, to_markdown, write_table
+
+# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+log = logging.getLogger("fedrepro.experiments")
 
 KEYS = ["setting", "dataset_key", "split_key", "target", "algorithm_key"]
 RUN_COLS = ["setting", "num_devices", "participation", "balance", "dataset_key", "split_key"]
@@ -199,7 +203,7 @@ def _up_vectors_per_d(run) -> float:
 
 
 def measure(ref: pd.DataFrame, spec: TableSpec, args, algorithms=settings.ALGORITHMS,
-            log=print) -> tuple[pd.DataFrame, list[Cell], dict]:
+            log=None) -> tuple[pd.DataFrame, list[Cell], dict]:
     """Run (or reuse) the grid and measure every run at every target of its dataset and split.
 
     Returns the long frame (one row per run x target; `own_target` marks the targets of the
@@ -361,10 +365,10 @@ def run_table(spec: TableSpec, argv=None, *, algorithms=settings.ALGORITHMS, ext
     if getattr(args, "dsgd", False):
         algorithms = (*algorithms, "dsgd")
     ref, omitted = select_rows(load_table(spec.number), args.datasets, args.splits, args.settings)
-    print(f"FedDyn Table {spec.number} at profile={args.profile}, seeds={args.seeds}")
+    log.info(f"FedDyn Table {spec.number} at profile={args.profile}, seeds={args.seeds}")
     frame, cells, _ = measure(ref, spec, args, algorithms)
     frame["eval_every"] = eval_interval(args)
-    print(f"  {sum(c.not_run is None for c in cells)} runnable runs of {len(cells)}")
+    log.info(f"FedDyn Table {spec.number}: {sum(c.not_run is None for c in cells)} runnable runs of {len(cells)}")
     out_dir = Path(args.results_root) / "tables"
     out_dir.mkdir(parents=True, exist_ok=True)
     runs_csv = _frames_path(args.results_root, spec.number)

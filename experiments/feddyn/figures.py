@@ -130,7 +130,7 @@ def _existing(cell: Cell, args) -> Path | str:
     return folder
 
 
-def fill(panels: list[Panel], args, log=print) -> None:
+def fill(panels: list[Panel], args, log=None) -> None:
     """Run (or reuse) every runnable curve, seed 0, and read its metrics into its panel."""
     todo = [(p, label, c) for p in panels for label, c in p.cells.items() if not c.not_run]
     if args.only_existing:

@@ -10,11 +10,16 @@ CSVs in <results-root>/tables/ made with the same profile and seeds.
 """
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 
 from experiments.fedelasticnet.common import TableSpec, previous_table, run_table
 from experiments.fedelasticnet.table3 import ENTROPY, nonzero_claims
 from fedrepro.reports.cli import run_target
+
+# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+log = logging.getLogger("fedrepro.experiments")
 
 
 def extra_claims(args, cells, ours):
@@ -24,7 +29,7 @@ def extra_claims(args, cells, ours):
         frames.append(frame.assign(table=str(number)) if why == "" else frame)
         missing += [why] if why else []
     if missing:
-        print("FEN-S4-1 lacks: " + "; ".join(missing))
+        log.warning("FEN-S4-1 lacks: " + "; ".join(missing))
     return nonzero_claims(args, cells, ours) + [(["FEN-S4-1"], pd.concat(frames, ignore_index=True))]
 
 

@@ -11,6 +11,7 @@ values from the same function (common.run_overrides).
 """
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -22,6 +23,9 @@ from fedrepro.reports.cli import run_target
 from fedrepro.reports.grid import measure_target
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, to_markdown, write_table
+
+# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+log = logging.getLogger("fedrepro.experiments")
 
 HPARAMS = ["lambda1", "lambda2", "epsilon"]
 KEYS = ["dataset_key", "algorithm_key", "hyperparameter"]
@@ -87,7 +91,7 @@ def main(argv=None) -> int:
     reference = reference[reference.dataset_key.isin(datasets)]
     runs_of = runs_of[runs_of.dataset_key.isin(datasets) & runs_of.split_key.isin(splits)]
     cells = table_grid(runs_of, "p10", args.profile)
-    print(f"FedElasticNet Table 5 from the configs of {sum(c.not_run is None for c in cells)} runnable cells")
+    log.info(f"FedElasticNet Table 5 from the configs of {sum(c.not_run is None for c in cells)} runnable cells")
     _, summaries = measure_target(cells, args, lambda run: 0.0)
     seeds = ",".join(str(i) for i in range(args.seeds))
     table = compare_table(ours_frame(cells, summaries, args.profile, seeds), reference, KEYS,

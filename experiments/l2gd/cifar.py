@@ -23,6 +23,7 @@ l2gd_fig<N>_curves.csv, l2gd_fig<N>_claims.md (tables/l2gd_table2.* for Table 2)
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -38,6 +39,9 @@ from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell, measure_target
 from fedrepro.reports.tables import markdown_grid
+
+# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+log = logging.getLogger("fedrepro.experiments")
 
 BUDGETS = 5  # L2G-F4-2: log-spaced budgets up to the smallest total bits/n of the figure's curves
 PAPER_PARAMS = {"densenet121": 7.9e6, "mobilenet": 3.2e6, "resnet18": 1.1e7}
@@ -359,8 +363,8 @@ def main(argv=None) -> int:
     key = args.figure
     title, _, claims, kind, _ = figure_spec(key)
     target = settings.SCALES[args.profile].target
-    print(f"L2GD {'Figure ' + key if key != 'table2' else 'Table 2'} ({title}) at profile={args.profile}, "
-          f"seeds={args.seeds}, target {target:g}")
+    log.info(f"L2GD {'Figure ' + key if key != 'table2' else 'Table 2'} ({title}) at profile={args.profile}, "
+             f"seeds={args.seeds}, target {target:g}")
     wanted = set(args.series.split(",")) if args.series else None
     cell_list = cells(key, args, wanted)
     status, runs = measure_target(cell_list, args)

@@ -14,6 +14,7 @@ profile (settings.COMPARE notes): Alg. 3 runs first, then Top-k with that k. Wri
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -28,6 +29,9 @@ from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell, measure_target
 from fedrepro.reports.tables import markdown_grid
+
+# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+log = logging.getLogger("fedrepro.experiments")
 
 ACC = "all_test_acc"
 TOLERANCE = 0.01  # a run is within a budget up to 1 % over it (k's rounding makes equal totals differ by < 0.2 %)
@@ -87,8 +91,8 @@ def main(argv=None) -> int:
             action.default = ",".join(settings.COMPARE_SPLITS)
     args = ap.parse_args(argv)
     splits = [s for s in args.splits.split(",") if s] if args.splits != "all" else list(settings.COMPARE_SPLITS)
-    print(f"compare-compression ({settings.COMPARE.dataset}, splits {', '.join(splits)}) at profile={args.profile}, "
-          f"seeds={args.seeds}")
+    log.info(f"compare-compression ({settings.COMPARE.dataset}, splits {', '.join(splits)}) at profile={args.profile}, "
+             f"seeds={args.seeds}")
     reason = unavailable(fen.SETTINGS["datasets"][settings.COMPARE.dataset]["run"][0].split("=", 1)[1],
                          args.data_root)
 

@@ -17,6 +17,7 @@ l2gd_fig<N>_optimal_p.csv and l2gd_fig<N>_claims.md.
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -33,6 +34,9 @@ from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell, measure_target
 from fedrepro.reports.tables import markdown_grid
+
+# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+log = logging.getLogger("fedrepro.experiments")
 
 KEYS = ["figure", "dataset_key", "compressor_key", "sweep", "p", "lam"]
 
@@ -250,7 +254,7 @@ def main(argv=None) -> int:
                     help="the step for every point (default: 1 / (2 gamma(p_e)) from the data, settings.theory_eta)")
     args = ap.parse_args(argv)
     fig = settings.LOGISTIC_FIGURES[args.figure]
-    print(f"L2GD Figure {fig.number} ({fig.title}) at profile={args.profile}, seeds={args.seeds}")
+    log.info(f"L2GD Figure {fig.number} ({fig.title}) at profile={args.profile}, seeds={args.seeds}")
     consts = {}
     for dataset in settings.LOGISTIC_DATASETS:
         if unavailable(dataset, args.data_root) is None:

@@ -18,6 +18,7 @@ losac_fig<N>_claims.md.
 """
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -34,6 +35,9 @@ from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell, configured_rounds, measure_target
 from fedrepro.reports.tables import markdown_grid
+
+# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+log = logging.getLogger("fedrepro.experiments")
 
 PANEL_KEYS = ["figure", "dataset_key", "split_key", "c", "S", "T"]
 LOSS, ACC = "server_train_loss", "server_test_acc"
@@ -171,7 +175,7 @@ def main(argv=None) -> int:
                     help="which of Figures 1-5")
     args = ap.parse_args(argv)
     fig = settings.CURVE_FIGURES[args.figure]
-    print(f"LoSAC Figure {fig.number} ({fig.title}) at profile={args.profile}, seeds={args.seeds}")
+    log.info(f"LoSAC Figure {fig.number} ({fig.title}) at profile={args.profile}, seeds={args.seeds}")
     cell_list = cells(fig, args.data_root)
     status, runs = measure_target(cell_list, args, extra=EVERY_ROUND)
     summary, curves = frame(cell_list, status, runs)

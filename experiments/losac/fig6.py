@@ -19,6 +19,7 @@ Writes <results-root>/figures/losac_fig6.{png,csv,md} and losac_fig6_claims.md.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import textwrap
 import time
 
@@ -38,6 +39,9 @@ from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import refuse_done_only
 from fedrepro.reports.tables import markdown_grid
+
+# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+log = logging.getLogger("fedrepro.experiments")
 
 CLAIMS = ("LSC-F6-1", "LSC-F6-2")
 NAME = "losac_fig6"
@@ -113,7 +117,7 @@ def main(argv=None) -> int:
     unknown = sorted(set(wanted) - set(settings.FIG6))
     if unknown:
         raise SystemExit(f"--datasets: {', '.join(unknown)} not in Figure 6 ({', '.join(settings.FIG6)})")
-    print(f"LoSAC Figure 6 at profile={args.profile}")
+    log.info(f"LoSAC Figure 6 at profile={args.profile}")
     rows, curves = [], []
     for d in wanted:
         recipe = settings.FIG6[d]
@@ -138,7 +142,7 @@ def main(argv=None) -> int:
             curves += [{"dataset": d, "algorithm": alg, "iteration": i, "distance": v} for i, v in enumerate(curve)]
             rows.append({**base, "status": "ok", "reason": "", **out, "data": data.source,
                          "seconds": round(time.perf_counter() - t0, 2)})
-            print(f"  {d} {alg}: ||D_hat - D||_F {out['initial_distance']:.6g} -> {out['final_distance']:.6g} "
+            log.info(f"{d} {alg}: ||D_hat - D||_F {out['initial_distance']:.6g} -> {out['final_distance']:.6g} "
                   f"({rows[-1]['seconds']} s)")
     summary = pd.DataFrame(rows)
     curves = pd.DataFrame(curves, columns=["dataset", "algorithm", "iteration", "distance"])

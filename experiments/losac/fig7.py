@@ -17,6 +17,7 @@ losac_fig7_claims.md.
 """
 from __future__ import annotations
 
+import logging
 import time
 
 import pandas as pd
@@ -34,6 +35,9 @@ from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import refuse_done_only
 from fedrepro.reports.tables import markdown_grid
+
+# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+log = logging.getLogger("fedrepro.experiments")
 
 CLAIMS = ("LSC-F7-1", "LSC-F7-2", "LSC-F7-3")
 NAME = "losac_fig7"
@@ -114,7 +118,7 @@ def main(argv=None) -> int:
     refuse_done_only("losac-fig7")
     ranks = [int(x) for x in args.ranks.split(",")]
     recipe = settings.FIG7
-    print(f"LoSAC Figure 7 at profile={args.profile}, lr={recipe.lr}, lambda={recipe.prox_weight}")
+    log.info(f"LoSAC Figure 7 at profile={args.profile}, lr={recipe.lr}, lambda={recipe.prox_weight}")
     rows, curves = [], []
     for rank in ranks:
         # generated here, not through the loader's cache: five ranks would keep ~1 GB alive
@@ -129,7 +133,7 @@ def main(argv=None) -> int:
             rows.append({"rank": rank, "algorithm_key": method, "status": status, "reason": reason,
                          "final_error": last["error"], "final_rank": last["rank"], "rounds_run": last["round"],
                          "rounds_planned": recipe.rounds, "seconds": round(time.perf_counter() - t0, 2)})
-            print(f"  rank {rank} {method}: error {last['error']:.4g}, rank {last['rank']} after "
+            log.info(f"rank {rank} {method}: error {last['error']:.4g}, rank {last['rank']} after "
                   f"{last['round']} rounds ({rows[-1]['seconds']} s)")
     summary = pd.DataFrame(rows)
     curves = pd.DataFrame(curves)

@@ -14,6 +14,7 @@ what the claims read) and losac_table2_claims.md.
 """
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -31,6 +32,9 @@ from fedrepro.reports.cli import run_target
 from fedrepro.reports.grid import Cell, every_round, mean_interval, measure_target
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, markdown_grid, to_markdown, write_table
+
+# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+log = logging.getLogger("fedrepro.experiments")
 
 CLAIMS = tuple(f"LSC-T2-{i}" for i in range(1, 10))
 KEYS = ["dataset_key", "algorithm_key", "M", "T", "metric"]
@@ -138,7 +142,7 @@ def read_run(run) -> dict:
             "test_loss": float(at["server_test_loss"]), "acc": 100 * float(at[COLUMN])}
 
 
-def measure(ref: pd.DataFrame, args, log=print) -> pd.DataFrame:
+def measure(ref: pd.DataFrame, args, log=None) -> pd.DataFrame:
     """The runs frame: one row per (dataset, method, M, T) with status and the seed means."""
     cells, rows = grid(ref, args.data_root)
     # every round evaluated: rounds to 85 % counted exactly (quick's 5-round grid would round
@@ -283,7 +287,7 @@ def notes(args, runs: pd.DataFrame, extra: list[str]) -> list[str]:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     ref, omitted = select(load_table(), args.datasets, args.cells)
-    print(f"LoSAC Table II at profile={args.profile}, seeds={args.seeds}")
+    log.info(f"LoSAC Table II at profile={args.profile}, seeds={args.seeds}")
     runs = measure(ref, args)
     out_dir = Path(args.results_root) / "tables"
     out_dir.mkdir(parents=True, exist_ok=True)

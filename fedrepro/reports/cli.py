@@ -1,11 +1,19 @@
 """The command-line options every table and figure target shares (make: PROFILE, SEEDS, JOBS,
-LAUNCHER, DONE_ONLY)."""
+LAUNCHER, DONE_ONLY), and what every entry point outside Hydra shares: its logging
+(`setup_logging`, through `run_target`) and how it writes durations (`fmt_wall`, `fmt_duration`).
+
+The package logs through the `fedrepro` logger and its children (the targets in experiments/
+through `fedrepro.experiments`); a table's markdown, its claims check and the files it wrote are
+its product and go to stdout, the story of its runs goes to stderr through the log.
+FEDREPRO_LOG_LEVEL=DEBUG (or WARNING, ...) sets the level of those loggers (default INFO).
+"""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
-from typing import Callable
+from typing import Callable, Optional
 
 LAUNCHER_CHOICES = ("local", "joblib", "submitit_local", "submitit_slurm", "ray")
 
@@ -56,13 +64,44 @@ def table_parser(description: str) -> argparse.ArgumentParser:
     return ap
 
 
+LOG_LEVEL_ENV = "FEDREPRO_LOG_LEVEL"
+
+
+def setup_logging() -> None:
+    """For an entry point outside Hydra (table and figure targets, status, archive, bench): the
+    `fedrepro` loggers at INFO ($FEDREPRO_LOG_LEVEL) on a short stderr handler, unless logging is
+    configured already (the root logger has a handler: Hydra's job logging, pytest, an
+    embedding application), which is then left as it is. The root logger stays at WARNING, so
+    other libraries' INFO lines stay out."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    root.addHandler(handler)
+    logging.getLogger("fedrepro").setLevel(os.environ.get(LOG_LEVEL_ENV, "INFO").upper())
+
+
+def fmt_wall(seconds: Optional[float]) -> str:
+    """'12.3 s', '4.9 min' (from 2 min on), '' for None."""
+    if seconds is None:
+        return ""
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def fmt_duration(seconds: float) -> str:
+    """fmt_wall, in hours from 2 h on ('5.7 h'): a time left or a pace."""
+    return fmt_wall(seconds) if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
 def run_target(main: Callable[[], int]) -> int:
     """A target's exit status: main()'s, or 2 after one line on stderr when it stops on a
     FedreproError (a missing reference folder, an unknown config choice, damaged data): that
     message already names the problem and the fix, and a traceback would bury it. Any other
-    exception is a bug and keeps its traceback."""
+    exception is a bug and keeps its traceback. Logging is set up first (`setup_logging`)."""
     from fedrepro.errors import FedreproError
 
+    setup_logging()
     try:
         return main()
     except FedreproError as exc:

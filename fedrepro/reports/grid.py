@@ -15,14 +15,25 @@ run" (not computed yet), so a long target's table can be read, and committed, wh
 `measure_target` is measure_cells with a target's command-line options (the form every table
 and figure target calls).
 
+Progress: while a sweep computes, a bar over its runs is drawn on stderr (tqdm; only on a
+terminal; FEDREPRO_PROGRESS=0 turns it off), and as each run ends (in the order runs come back,
+with JOBS > 1 too) the `fedrepro.reports.grid` logger says which run it was (cell, seed, key),
+ran or reused, its status and headline number (final test accuracy), its wall time, how many
+runs are left and the time left at the pace so far; a last line sums the sweep up.
+
 `python -m fedrepro.reports.grid --cell NAME=OVERRIDES ...` runs an ad-hoc grid the same way
 and prints its table (see `main`).
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
 import statistics
+import sys
+import time
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -32,7 +43,10 @@ import pandas as pd
 
 from fedrepro.config import compose_config
 from fedrepro.errors import FedreproError
-from fedrepro.reports.cli import LAUNCHER_CHOICES, run_target
+from fedrepro.reports.cli import LAUNCHER_CHOICES, fmt_duration, fmt_wall, run_target
+
+logger = logging.getLogger("fedrepro.reports.grid")  # not __name__: "__main__" under -m, outside fedrepro
+PROGRESS_ENV = "FEDREPRO_PROGRESS"  # "0": no progress bar
 
 # Two-sided 95 % Student t quantiles by degrees of freedom (beyond 30: the normal 1.96).
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -160,9 +174,23 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _launch_joblib(args: list[list[str]], jobs: int, threads: int, log) -> list:
+def _no_report(i: int, outcome) -> None:
+    pass
+
+
+def _launch_in_order(args: list[list[str]], threads: int, report) -> list:
+    """One run after the other in this process."""
+    outcomes = []
+    for i, a in enumerate(args):
+        outcomes.append(_run_one(a, threads))
+        report(i, outcomes[-1])
+    return outcomes
+
+
+def _launch_joblib(args: list[list[str]], jobs: int, threads: int, log, report) -> list:
     """joblib processes (loky); a worker that dies (SIGKILL, out of memory) does not end the
-    sweep: the runs it left are tried once more, then recorded as failed."""
+    sweep: the runs it left are tried once more, then recorded as failed. Each outcome is
+    reported as it comes back."""
     from joblib import Parallel, delayed
     from joblib.externals.loky.process_executor import TerminatedWorkerError
 
@@ -177,12 +205,21 @@ def _launch_joblib(args: list[list[str]], jobs: int, threads: int, log) -> list:
                                    return_as="generator_unordered")(
                     delayed(_indexed)(i, args[i], threads) for i in pending):
                 outcomes[i] = out
+                report(i, out)
         except TerminatedWorkerError:
             why = "TerminatedWorkerError: killed, out of memory or crashed"
             left = sum(o is None for o in outcomes)
-            log(f"  a worker process died ({why}); {left} runs left" + ("; trying them again" if attempt == 0 else ""))
-    return [o if o is not None else _worker_died(args[i], f"the worker process died: {why}")
-            for i, o in enumerate(outcomes)]
+            log(f"a worker process died ({why}); {left} runs left" + ("; trying them again" if attempt == 0 else ""))
+    return _fill_died(outcomes, args, f"the worker process died: {why}", report)
+
+
+def _fill_died(outcomes: list, args: list[list[str]], why: str, report) -> list:
+    """`outcomes` with the runs that came back without one recorded as died (`_worker_died`)."""
+    for i, o in enumerate(outcomes):
+        if o is None:
+            outcomes[i] = _worker_died(args[i], why)
+            report(i, outcomes[i])
+    return outcomes
 
 
 def store_one_line(exc) -> str:
@@ -208,7 +245,7 @@ def _slurm_parameters() -> dict:
 
 
 def _launch_submitit(args: list[list[str]], jobs: int, threads: int, cluster: str,
-                     results_root: str, log) -> list:
+                     results_root: str, log, report) -> list:
     """submitit: on SLURM one array job per run (at most `jobs` at once; 4 CPUs, 24 h, requeued up
     to 3 times after a timeout or preemption unless FEDREPRO_SLURM says otherwise); locally `jobs`
     processes, each running its share of the runs in turn with cores // jobs threads."""
@@ -225,7 +262,7 @@ def _launch_submitit(args: list[list[str]], jobs: int, threads: int, cluster: st
         executor.update_parameters(**params)
         submitted = executor.map_array(_RequeueingRun(), args, [params["cpus_per_task"]] * len(args),
                                        [cwd] * len(args))
-        log(f"  submitted {len(submitted)} SLURM jobs (array {submitted[0].job_id.split('_')[0] if submitted else '-'}), "
+        log(f"submitted {len(submitted)} SLURM jobs (array {submitted[0].job_id.split('_')[0] if submitted else '-'}), "
             f"at most {jobs} at once; logs in {Path(results_root) / 'submitit'}")
         groups = [[i] for i in range(len(args))]
     else:
@@ -233,32 +270,39 @@ def _launch_submitit(args: list[list[str]], jobs: int, threads: int, cluster: st
         executor.update_parameters(timeout_min=24 * 60)
         groups = [list(range(len(args)))[k::jobs] for k in range(min(jobs, len(args)))]
         submitted = [executor.submit(_run_many, [(i, args[i]) for i in g], threads, cwd) for g in groups]
-        log(f"  {len(submitted)} submitit local jobs for {len(args)} runs; logs in {Path(results_root) / 'submitit'}")
-    return _collect_submitit(submitted, groups, args, [None] * len(args), cluster)
+        log(f"{len(submitted)} submitit local jobs for {len(args)} runs; logs in {Path(results_root) / 'submitit'}")
+    return _collect_submitit(submitted, groups, args, [None] * len(args), cluster, report)
 
 
-def _collect_submitit(jobs_list, groups, args, outcomes, cluster) -> list:
-    for job, group in zip(jobs_list, groups):
-        try:
-            result = job.result()
-        except Exception as exc:  # noqa: BLE001  (job killed, timed out, node failure)
-            lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-            why = lines[-1] if lines else type(exc).__name__  # submitit: the job's own last line
-            for i in group:
-                outcomes[i] = _worker_died(args[i], f"{cluster} job {job.job_id}: {why}")
+def _collect_submitit(jobs_list, groups, args, outcomes, cluster, report=_no_report) -> list:
+    """The jobs' outcomes, reported job by job as each ends (the first to end first)."""
+    waiting = list(zip(jobs_list, groups))
+    while waiting:
+        done = [(job, group) for job, group in waiting if job.done()]
+        if not done:
+            time.sleep(1.0 if cluster == "submitit_slurm" else 0.2)
             continue
-        if cluster == "submitit_slurm":
-            outcomes[group[0]] = result
-        else:
-            for i, out in result:
+        for job, group in done:
+            waiting.remove((job, group))
+            try:
+                result = job.result()
+            except Exception as exc:  # noqa: BLE001  (job killed, timed out, node failure)
+                lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+                why = lines[-1] if lines else type(exc).__name__  # submitit: the job's own last line
+                for i in group:
+                    outcomes[i] = _worker_died(args[i], f"{cluster} job {job.job_id}: {why}")
+                    report(i, outcomes[i])
+                continue
+            for i, out in ([(group[0], result)] if cluster == "submitit_slurm" else result):
                 outcomes[i] = out
-    return [o if o is not None else _worker_died(args[i], f"{cluster}: no result")
-            for i, o in enumerate(outcomes)]
+                report(i, out)
+    return _fill_died(outcomes, args, f"{cluster}: no result", report)
 
 
-def _launch_ray(args: list[list[str]], jobs: int, threads: int, log) -> list:
+def _launch_ray(args: list[list[str]], jobs: int, threads: int, log, report) -> list:
     """Ray tasks: against RAY_ADDRESS when set (a running cluster), else a local Ray instance
-    started here with `jobs` x `threads` CPUs; each task asks for `threads` CPUs."""
+    started here with `jobs` x `threads` CPUs; each task asks for `threads` CPUs. Each outcome
+    is reported as its task ends."""
     try:
         import ray
     except ImportError as exc:
@@ -272,13 +316,17 @@ def _launch_ray(args: list[list[str]], jobs: int, threads: int, log) -> list:
     try:
         task = ray.remote(num_cpus=threads, max_retries=0)(_run_one)
         refs = [task.remote(a, threads, os.getcwd()) for a in args]
-        log(f"  {len(refs)} Ray tasks ({'cluster ' + address if address else 'local Ray'}, {threads} CPUs each)")
-        outcomes = []
-        for a, ref in zip(args, refs):
+        log(f"{len(refs)} Ray tasks ({'cluster ' + address if address else 'local Ray'}, {threads} CPUs each)")
+        outcomes: list = [None] * len(args)
+        index = {ref: i for i, ref in enumerate(refs)}
+        while index:
+            (ref,), _ = ray.wait(list(index), num_returns=1)
+            i = index.pop(ref)
             try:
-                outcomes.append(ray.get(ref))
+                outcomes[i] = ray.get(ref)
             except Exception as exc:  # noqa: BLE001  (worker crashed)
-                outcomes.append(_worker_died(a, f"ray: {store_one_line(exc)}"))
+                outcomes[i] = _worker_died(args[i], f"ray: {store_one_line(exc)}")
+            report(i, outcomes[i])
         return outcomes
     finally:
         if started:
@@ -286,12 +334,15 @@ def _launch_ray(args: list[list[str]], jobs: int, threads: int, log) -> list:
 
 
 def launch(args: list[list[str]], *, jobs: int = 1, launcher: Optional[str] = None,
-           results_root: str = "results", log: Callable[[str], None] = print) -> list:
+           results_root: str = "results", log: Optional[Callable[[str], None]] = None,
+           report: Callable[[int, object], None] = _no_report) -> list:
     """Run every override list; one outcome each (RunResult or store.Failure), in order.
 
     local: in this process (jobs = 1) or joblib processes (jobs > 1); joblib: always joblib;
     submitit_local / submitit_slurm: submitit's executors; ray: Ray tasks. Every launcher gives a
-    run cores // jobs threads (on SLURM: its cpus_per_task), so runs never oversubscribe."""
+    run cores // jobs threads (on SLURM: its cpus_per_task), so runs never oversubscribe.
+    `report(index, outcome)` is called in this process as each outcome comes back; the
+    launcher's own lines go to `log` (default: this module's logger)."""
     launcher = launcher or default_launcher()
     if launcher not in LAUNCHER_CHOICES:
         raise FedreproError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHER_CHOICES)}")
@@ -299,15 +350,16 @@ def launch(args: list[list[str]], *, jobs: int = 1, launcher: Optional[str] = No
     threads = max(1, _cores() // jobs)
     if not args:
         return []
+    say, warn = log or logger.info, log or logger.warning
     if launcher == "local" and (jobs == 1 or len(args) == 1):
-        return [_run_one(a, 0) for a in args]
+        return _launch_in_order(args, 0, report)
     if launcher in ("local", "joblib"):
         if jobs == 1 or len(args) == 1:
-            return [_run_one(a, threads) for a in args]
-        return _launch_joblib(args, jobs, threads, log)
+            return _launch_in_order(args, threads, report)
+        return _launch_joblib(args, jobs, threads, warn, report)
     if launcher.startswith("submitit"):
-        return _launch_submitit(args, jobs, threads, launcher, results_root, log)
-    return _launch_ray(args, jobs, threads, log)
+        return _launch_submitit(args, jobs, threads, launcher, results_root, say, report)
+    return _launch_ray(args, jobs, threads, say, report)
 
 
 def _stored(args: list[list[str]], labels: list[str], *, owned: bool = True) -> list:
@@ -334,6 +386,87 @@ def _stored(args: list[list[str]], labels: list[str], *, owned: bool = True) -> 
     return outcomes
 
 
+# A run's headline number: the first of these its final row holds as a finite number.
+HEADLINES = (("server_test_acc", "test acc"), ("personal_test_acc", "personal test acc"),
+             ("server_test_loss", "test loss"), ("personal_loss", "personal loss"))
+
+
+def headline(summary: dict) -> str:
+    """'test acc 0.9123': a run's main number, from its summary's final row."""
+    final = summary.get("final") or {}
+    for column, name in HEADLINES:
+        value = final.get(column)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            return f"{name} {value:.4f}"
+    return "no final metric"
+
+
+class _Progress:
+    """A sweep's progress, told as each run ends (called with its index and outcome): a bar over
+    the runs (stderr, only on a terminal, off with FEDREPRO_PROGRESS=0) and one log line per
+    run, then a summing-up."""
+
+    def __init__(self, labels: list[str], log: Optional[Callable[[str], None]]):
+        from tqdm import tqdm  # the plain bar: logging_redirect_tqdm writes above it
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        self.labels, self.say, self.warn = labels, log or logger.info, log or logger.warning
+        self.counts: Counter = Counter()
+        self.t0 = time.perf_counter()
+        # a caller's own `log` (a silent second pass over done runs) draws no bar either
+        off = log is not None or os.environ.get(PROGRESS_ENV, "1") == "0"
+        self.bar = tqdm(total=len(labels), desc="runs", unit="run", file=sys.stderr, leave=False,
+                        dynamic_ncols=True, disable=True if off else None)  # None: a terminal only
+        # while the bar is drawn, log lines are written above it instead of through it
+        self.redirect = contextlib.nullcontext() if self.bar.disable else logging_redirect_tqdm()
+
+    def __enter__(self):
+        self.redirect.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
+        self.redirect.__exit__(*exc)
+        if self.counts:
+            kinds = ", ".join(f"{n} {kind}" for kind, n in self.counts.items())
+            self.say(f"{sum(self.counts.values())} runs in {fmt_duration(time.perf_counter() - self.t0)}: {kinds}")
+
+    def __call__(self, i: int, outcome) -> None:
+        from fedrepro import store
+
+        failed = isinstance(outcome, store.Failure)
+        kind = outcome.kind if failed else "reused" if outcome.reused else "ran"
+        self.counts[kind] += 1
+        self.bar.update(1)
+        (self.warn if failed else self.say)(f"{self.labels[i]}: {kind} {self.detail(outcome)}; {self.left()}")
+
+    @staticmethod
+    def detail(outcome) -> str:
+        """'KEY (finished, test acc 0.9123, 12.3 s)'; a failure's key, error and round."""
+        from fedrepro import store
+
+        if isinstance(outcome, store.Failure):
+            where = f"{outcome.key} " if outcome.key else ""
+            at = f", round {outcome.round}" if outcome.round is not None else ""
+            return f"{where}({store.one_line(outcome.message, 200)}{at})"
+        s = outcome.summary
+        wall = "" if outcome.reused else f", {fmt_wall((s.get('setup_seconds') or 0) + (s.get('train_seconds') or 0))}"
+        return f"{outcome.key} ({s.get('status')}, {headline(s)}{wall})"
+
+    def left(self) -> str:
+        """'3 of 18 runs done, 15 left, about 4.2 min to go': the pace is the wall time so far
+        per run computed (reused and not-run ones take none), so JOBS > 1 is counted in."""
+        done, total = sum(self.counts.values()), len(self.labels)
+        text = f"{done} of {total} runs done"
+        computed = self.counts["ran"] + self.counts["failed"]
+        if done < total:
+            text += f", {total - done} left"
+            if computed:
+                pace = (time.perf_counter() - self.t0) / computed
+                text += f", about {fmt_duration(pace * (total - done))} to go"
+        return text
+
+
 def configured_rounds(folder) -> Optional[int]:
     """train.rounds of a run (the paper's count before the profile's cap), from its config.yaml."""
     from omegaconf import OmegaConf
@@ -344,7 +477,7 @@ def configured_rounds(folder) -> Optional[int]:
 
 def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: int,
                   results_root: str = "results", extra: list[str] = (), jobs: int = 1,
-                  log: Callable[[str], None] = print, launcher: Optional[str] = None,
+                  log: Optional[Callable[[str], None]] = None, launcher: Optional[str] = None,
                   run: bool = True) -> tuple[pd.DataFrame, dict]:
     """Run every runnable cell for seeds 0..seeds-1 and measure `metric(run_result)` on each.
 
@@ -354,7 +487,8 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
     `jobs` runs at once through `launcher` (default: $LAUNCHER, else local: joblib processes
     when jobs > 1), each with cores // jobs threads, so they do not oversubscribe the machine.
     A run that fails is recorded in the results store and its cell shows "failed" with the
-    error; the other runs go on. Returns (ours frame, {cell index: [RunResult]})."""
+    error; the other runs go on. Each run's end is told as it comes (`_Progress`) through this
+    module's logger, or to `log` when given. Returns (ours frame, {cell index: [RunResult]})."""
     from fedrepro.store import Failure
 
     tasks = [(i, seed) for i, cell in enumerate(cells) if not cell.not_run for seed in range(seeds)]
@@ -367,22 +501,20 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
         return " ".join(str(v) for v in cells[i].keys.values())
 
     args = [overrides(i, seed) for i, seed in tasks]
+    labels = [f"{label(i)} seed {seed}" for i, seed in tasks]
     if _PLAN is not None or done_only() or not run:
-        outcomes = _stored(args, [f"{label(i)} seed {seed}" for i, seed in tasks], owned=run)
+        outcomes = _stored(args, labels, owned=run)
     else:
-        outcomes = launch(args, jobs=jobs, launcher=launcher, results_root=results_root, log=log)
+        if args:
+            (log or logger.info)(f"{len(args)} runs ({profile} profile, {jobs} at a time, "
+                                 f"{launcher or default_launcher()} launcher, results in {results_root})")
+        with _Progress(labels, log) as progress:
+            outcomes = launch(args, jobs=jobs, launcher=launcher, results_root=results_root, log=log,
+                              report=progress)
 
     by_cell: dict[int, list] = {}
     for (i, seed), outcome in zip(tasks, outcomes):
         by_cell.setdefault(i, []).append(outcome)
-        if _PLAN is not None or not run:
-            continue
-        if isinstance(outcome, Failure):
-            where = f" {outcome.folder}" if outcome.folder is not None else ""
-            log(f"  {label(i)} seed {seed}: {outcome.kind}:{where} {outcome.message}")
-        else:
-            log(f"  {label(i)} seed {seed}: {'reused' if outcome.reused else 'ran'} {outcome.folder} "
-                f"({outcome.summary['status']}, {outcome.summary['train_seconds']:.1f} s)")
 
     rows, summaries = [], {}
     for i, cell in enumerate(cells):
@@ -420,7 +552,7 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
 
 def measure_target(cells: list[Cell], args, metric: Optional[Callable] = None, *,
                    extra: list[str] = (), run: bool = True,
-                   log: Callable[[str], None] = print) -> tuple[pd.DataFrame, dict]:
+                   log: Optional[Callable[[str], None]] = None) -> tuple[pd.DataFrame, dict]:
     """measure_cells with a target's command line (reports.cli.table_parser: --profile, --seeds,
     --jobs, --results-root, --data-root). Every run gets data_root=<--data-root>, then `extra`,
     beyond its cell's overrides; metric None: NaN for each run, for the targets that read their
