@@ -61,16 +61,16 @@ def _launch_context() -> tuple[bool, int]:
 
 @hydra.main(version_base=None, config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    from fedrepro import store
+    from fedrepro import runner
 
-    store.stop_with_parent()  # a joblib worker of a multirun ends with its driver
+    runner.stop_with_parent()  # a joblib worker of a multirun ends with its driver
     multirun, threads = _launch_context()
     if threads:
         import torch
 
         torch.set_num_threads(threads)
-    result = store.execute(cfg, quiet=False)
-    if isinstance(result, store.Failure):
+    result = runner.execute(cfg, quiet=False)
+    if isinstance(result, runner.Failure):
         where = f" (recorded in {result.folder / 'summary.json'}, traceback in error.txt)" \
             if result.kind == "failed" and result.folder is not None else ""
         if multirun:

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from fedrepro import store
 from fedrepro.errors import DataError
+from fedrepro.store import ARCHIVE
 
-ARCHIVE = Path(__file__).resolve().parent.parent / "docs" / "measured" / "runs"
 KEPT = ("config.yaml", "metrics.csv", "partition.json", "attack.json", "attack_curve.csv",
         "summary.json")  # summary last: it is what marks a run done
 

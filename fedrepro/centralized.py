@@ -47,6 +47,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Optional
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -58,10 +59,10 @@ from fedrepro.data.augment import augment_batch
 from fedrepro.data.loaders import dataset_for
 from fedrepro.engine.evaluate import evaluate
 from fedrepro.engine.loop import EvalData
-from fedrepro.engine.seeding import generator
 from fedrepro.metrics.ledger import Ledger
 from fedrepro.models.flat import FlatModel, model_for
-from fedrepro.run import RunResult, _loggers, evaluation_sets
+from fedrepro.run import evaluation_sets, run_loggers
+from fedrepro.seeding import generator
 
 import lightning.pytorch as pl  # after fedrepro: its torchvision shim must load first
 
@@ -154,8 +155,10 @@ def _lightning_scope():
         torch.use_deterministic_algorithms(was_deterministic)
 
 
-def run_centralized(cfg: DictConfig, key: str, folder: Path, quiet: bool = False) -> RunResult:
-    """Train, evaluate and store the centralized baseline of `cfg` (validated) in `folder`."""
+def run_centralized(cfg: DictConfig, key: str, folder: Path, quiet: bool = False,
+                    figure: Optional[Callable] = None) -> dict:
+    """Train, evaluate and store the centralized baseline of `cfg` (validated) in `folder`; returns
+    its summary. `figure(cfg, folder, history)` draws the run's figure before the summary is written."""
     eff = effective(cfg)
     t = cfg.train
     epochs = centralized_epochs(cfg)
@@ -164,7 +167,7 @@ def run_centralized(cfg: DictConfig, key: str, folder: Path, quiet: bool = False
     folder.mkdir(parents=True, exist_ok=True)
     store.write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     (folder / "metrics.csv").unlink(missing_ok=True)  # left by an unfinished earlier attempt
-    loggers = _loggers(cfg, folder, key)  # CSV, plus W&B offline with logger=wandb
+    loggers = run_loggers(cfg, folder, key)  # CSV, plus W&B offline with logger=wandb
     pl.seed_everything(cfg.seed, verbose=False)
 
     eval_data = evaluation_sets(cfg, data)  # the same seeded subsets as a federated run
@@ -219,19 +222,9 @@ def run_centralized(cfg: DictConfig, key: str, folder: Path, quiet: bool = False
         "device": str(trainer.strategy.root_device), "torch": torch.__version__,
     }
     store.save_torch(folder / "model.pt", flat.flatten_module().cpu())
-    _figure(folder, history, f"centralized on {cfg.dataset.name}, {cfg.profile.name} profile, "
-                             f"seed {cfg.seed}")
+    if figure is not None:
+        figure(cfg, folder, history)
     store.write_json(folder / "summary.json", summary)
     for lg in loggers:
         lg.finalize(status if status == "finished" else "failed")
-    return RunResult(key, folder, summary, reused=False)
-
-
-def _figure(folder: Path, history: list[dict], title: str) -> None:
-    import pandas as pd
-
-    from fedrepro.reports.figures import metric_figure
-
-    frame = pd.DataFrame(history).rename(columns={"server_test_acc": "acc"})
-    metric_figure({"centralized model": frame}, folder / "accuracy.png", y="acc",
-                  xlabel="epoch", ylabel="test accuracy", title=title)
+    return summary

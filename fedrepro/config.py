@@ -22,8 +22,9 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 
-from fedrepro.attacks.dlg import INITS, LABEL_MODES, LOSS_SCALES
 from fedrepro.errors import ConfigError
+from fedrepro.settings import (ALGORITHM_CHOICES, INITS, LABEL_MODES, LOSS_SCALES, NOT_ATTACKABLE,
+                               Effective)
 
 
 @dataclass
@@ -412,14 +413,6 @@ CHOICES = {
     "metrics.entropy": ("pooled", "per_client"),
     "metrics.lossless": ("zstd", "lzma", "none"),
 }
-# Algorithm keys that only some algorithms have (checked when present).
-ALGORITHM_CHOICES = {
-    "transmit": ("model", "update"),
-    "server": ("act", "all"),
-    "scaling": ("consistent", "literal"),  # LoSAC / FedSaga (docs/losac.md)
-    "prox": ("none", "l1", "nuclear"),  # the proximal operators of fedrepro/algorithms/prox.py
-    "weighting": ("uniform", "data"),  # L2GD's f_i (docs/l2gd.md)
-}
 # FedOpt's server optimizers by algorithm name (fedrepro/algorithms/fedopt.py holds the same names).
 FEDOPT_NAMES = ("fedavgm", "fedadam", "fedadagrad", "fedyogi")
 
@@ -595,8 +588,6 @@ def _validate_l2gd_fedopt(cfg: DictConfig) -> None:
 
 
 def _validate_attack(cfg: DictConfig) -> None:
-    from fedrepro.attacks.upload import NOT_ATTACKABLE
-
     a = cfg.attack
     if a.name == "none":
         return
@@ -630,25 +621,6 @@ def _validate_compressor(cfg: DictConfig) -> None:
             raise ConfigError("compressor.downlink_error_feedback=ef21 needs every client to hear every "
                               "broadcast (the clients keep the server's estimate): use participation=p100, "
                               "or downlink_error_feedback=ef / none")
-
-
-@dataclass(frozen=True)
-class Effective:
-    """The settings a run really uses: `train` with the profile's caps applied."""
-
-    rounds: int
-    local_epochs: int
-    local_steps: Optional[int]  # fixed steps per round (None: local_epochs over the client's data)
-    max_local_steps: Optional[int]  # the profile's cap on steps per round, in either mode
-    eval_every: int
-    max_test_samples: Optional[int]
-    max_train_eval_samples: Optional[int]
-
-    def steps_for(self, num_samples: int, batch_size: int) -> int:
-        """Local steps of a client holding `num_samples` (FedDyn: ceil(n / B) per epoch)."""
-        steps = self.local_steps if self.local_steps is not None else (
-            self.local_epochs * -(-num_samples // batch_size))
-        return steps if self.max_local_steps is None else min(steps, self.max_local_steps)
 
 
 def effective(cfg: DictConfig) -> Effective:

@@ -1,4 +1,5 @@
-"""The project's exceptions: each one's message names the problem and the fix."""
+"""The project's exceptions: each one's message names the problem and the fix; `one_line` says one."""
+from __future__ import annotations
 
 
 class FedreproError(Exception):
@@ -19,3 +20,10 @@ class DivergenceError(FedreproError):
     def __init__(self, message: str, round: int):
         super().__init__(message)
         self.round = round
+
+
+def one_line(exc: BaseException | str, limit: int = 300) -> str:
+    """'Type: first line of the message', at most `limit` characters."""
+    text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    text = " ".join(text.strip().split("\n")[0].split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,4 +1,5 @@
-"""Run one resolved config end to end, reusing or resuming what the results store holds."""
+"""A federated run of one resolved config, resumed from what the results store holds (the store's
+files, checkpoints and summary; fedrepro/runner.py decides to run it and draws its figure)."""
 from __future__ import annotations
 
 import logging
@@ -7,7 +8,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -17,17 +18,17 @@ from fedrepro import store
 from fedrepro.algorithms import Federation, build_algorithm
 from fedrepro.attacks.upload import upload_attack
 from fedrepro.compression import build_channel
-from fedrepro.config import effective, resolved_executor, run_key, validate
+from fedrepro.config import effective, resolved_executor
 from fedrepro.data.loaders import dataset_for
 from fedrepro.data.partition import make_partition, partition_summary
 from fedrepro.engine import sharded
 from fedrepro.engine.batched import BatchedExecutor
 from fedrepro.engine.local import SequentialExecutor
 from fedrepro.engine.loop import EvalData, RoundLoop, Schedule
-from fedrepro.engine.seeding import derive_seed, generator
 from fedrepro.errors import ConfigError, DivergenceError
 from fedrepro.metrics.ledger import Ledger
 from fedrepro.models.flat import model_for
+from fedrepro.seeding import derive_seed, generator
 
 
 logger = logging.getLogger(__name__)
@@ -40,18 +41,22 @@ class Interrupted(Exception):
     """Raised by `interrupt_after` (tests): the process 'dies' right after that round."""
 
 
-@dataclass
-class RunResult:
-    key: str
-    folder: Path
-    summary: dict
-    reused: bool
-
-
 def _say(quiet: bool):
     """Where a run's own lines go: INFO, or DEBUG for a quiet run (one of a table's sweep, whose
     line per run says what matters; `hydra.verbose=fedrepro` or FEDREPRO_LOG_LEVEL=DEBUG shows them)."""
     return logger.debug if quiet else logger.info
+
+
+def announce(cfg: DictConfig, key: str, folder: Path, quiet: bool, *, reused: bool = False) -> None:
+    """Say that the run in `folder` is reused, or what is computed there and what its profile caps
+    (federated and centralized runs alike: runner.run_experiment calls it)."""
+    say = _say(quiet)
+    if reused:
+        say(f"reusing finished run {folder}")
+        return
+    say(f"run {key}: {cfg.algorithm.name} on {cfg.dataset.name}, {cfg.split.kind} split, seed {cfg.seed} "
+        f"-> {folder}")
+    say(profile_caps(cfg))
 
 
 def profile_caps(cfg: DictConfig) -> str:
@@ -129,7 +134,7 @@ def evaluation_sets(cfg: DictConfig, data) -> EvalData:
                     data.y_train if train_idx is None else data.y_train[train_idx])
 
 
-def _loggers(cfg: DictConfig, folder: Path, key: str) -> list:
+def run_loggers(cfg: DictConfig, folder: Path, key: str) -> list:
     """The run's loggers: CSV always, plus W&B with logger=wandb."""
     from lightning.fabric.loggers import CSVLogger
 
@@ -188,7 +193,7 @@ def _available_memory() -> Optional[int]:
 def build_federation(cfg: DictConfig, data, parts: list, device="cpu", *, ledger_class: type = Ledger,
                      quiet: bool = True, fabric=None, **ledger_kw) -> Federated:
     """Model, algorithm, executor, ledger, compression channel and RoundLoop of `cfg` on `data`
-    split into `parts`, on `device`: what `run_experiment` runs, and what a figure that drives
+    split into `parts`, on `device`: what `run_federated` runs, and what a figure that drives
     the rounds itself (LoSAC Figs. 6-7) builds, with the same seeds. `ledger_class(d, ...,
     **ledger_kw)` may be a Ledger subclass that keeps messages."""
     eff = effective(cfg)
@@ -220,42 +225,26 @@ def build_federation(cfg: DictConfig, data, parts: list, device="cpu", *, ledger
     return Federated(eff, data, model, algorithm, loop, client_indices)
 
 
-def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
-                   quiet: bool = False, ledger_class: type = Ledger) -> RunResult:
-    """Run `cfg` (or reuse its finished run). `ledger_class` lets a figure record what crossed
-    the network (a Ledger subclass); it never changes the numbers."""
-    validate(cfg)
-    key = run_key(cfg)
-    folder = store.run_dir(cfg.results_root, key)
-    done = store.done_summary(folder)
-    if done is not None:
-        _say(quiet)(f"reusing finished run {folder}")
-        return RunResult(key, folder, done, reused=True)
-    say = _say(quiet)
-    say(f"run {key}: {cfg.algorithm.name} on {cfg.dataset.name}, {cfg.split.kind} split, seed {cfg.seed} "
-        f"-> {folder}")
-    say(profile_caps(cfg))
-
-    if cfg.algorithm.name == "centralized":
-        from fedrepro.centralized import run_centralized
-
-        return run_centralized(cfg, key, folder, quiet=quiet)
-
+def run_federated(cfg: DictConfig, key: str, folder: Path, *, interrupt_after: Optional[int] = None,
+                  quiet: bool = False, ledger_class: type = Ledger, figure: Optional[Callable] = None) -> dict:
+    """Compute the federated run of `cfg` (validated, keyed `key`) in `folder`, resuming from its
+    checkpoint; returns its summary. `figure(cfg, folder, history)` draws the run's figure before
+    the summary is written (runner.run_experiment passes accuracy.png's)."""
     from lightning.fabric import Fabric
 
     processes = cfg.train.processes
     if processes == 1:
         fabric = Fabric(accelerator=cfg.train.device, devices=1, precision="32-true")
-        return _train(fabric, cfg, key, folder, interrupt_after, quiet, ledger_class)
+        return _train(fabric, cfg, key, folder, interrupt_after, quiet, ledger_class, figure)
     # client sharding: every rank runs the whole round loop (the server step is cheap and
     # deterministic), trains its share of the round's clients, and gathers everyone's models
     # (engine/sharded.py); rank 0 alone writes the run folder and logs
     return sharded.spawn(_train, processes, cfg.train.device, cfg, key, folder, interrupt_after, quiet,
-                         ledger_class)
+                         ledger_class, figure)
 
 
 def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Optional[int], quiet: bool,
-           ledger_class: type) -> RunResult:
+           ledger_class: type, figure: Optional[Callable]) -> dict:
     """The run on `fabric`'s rank (one process, or one of train.processes); rank 0 writes."""
     leader = fabric.global_rank == 0
     quiet = quiet or not leader
@@ -268,7 +257,7 @@ def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Opt
         store.write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
         store.write_json(folder / "partition.json",
                          partition_summary(partition_labels(data), parts, data.num_classes))
-        loggers = _loggers(cfg, folder, key)
+        loggers = run_loggers(cfg, folder, key)
     else:
         loggers = []
     fabric.seed_everything(cfg.seed, verbose=False)
@@ -365,15 +354,15 @@ def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Opt
     summary["processes"] = fabric.world_size
     summary["executor"] = type(getattr(loop.executor, "inner", loop.executor)).__name__
     if not leader:
-        return RunResult(key, folder, summary, reused=False)
+        return summary
     store.save_torch(folder / "model.pt", algorithm.server_model().cpu())
-    _figure(folder, f"{cfg.algorithm.name} on {cfg.dataset.name}, {cfg.split.kind} split, "
-                    f"{cfg.profile.name} profile, seed {cfg.seed}", history)
+    if figure is not None:
+        figure(cfg, folder, history)
     store.write_json(folder / "summary.json", summary)
     store.clear_checkpoints(folder)
     for lg in loggers:
         lg.finalize(status if status == "finished" else "failed")
-    return RunResult(key, folder, summary, reused=False)
+    return summary
 
 
 def _progress(cfg, total: int, start: int, quiet: bool):
@@ -382,16 +371,3 @@ def _progress(cfg, total: int, start: int, quiet: bool):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=start, desc="round", unit="rd", leave=False, disable=None)
-
-
-def _figure(folder: Path, title: str, history: list[dict]) -> None:
-    import pandas as pd
-
-    from fedrepro.reports.figures import accuracy_figure
-
-    frame = pd.DataFrame(history)
-    labels = {"server": "server model", "all": "mean of all clients' models",
-              "selected": "mean of the round's selected clients"}
-    curves = {label: frame.rename(columns={f"{m}_test_acc": "acc"})
-              for m, label in labels.items() if f"{m}_test_acc" in frame}
-    accuracy_figure(curves, folder / "accuracy.png", y="acc", title=title)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Optional
 
 from fedrepro import store
+from fedrepro.errors import FedreproError, one_line
 from fedrepro.reports.cli import fmt_duration, fmt_wall
 
 STATES = ("done", "diverged", "running", "failed", "interrupted", "archived", "missing")
@@ -77,14 +78,14 @@ def plan(module: str, argv: list[str], results_root: str, *, profile: str, seeds
     import importlib
 
     import fedrepro.run
-    from fedrepro.errors import FedreproError
+    import fedrepro.runner
     from fedrepro.reports import grid
 
     def refuse(*_a, **_k):
         raise _PlanOnly("this target trains outside the results store (its own loops)")
 
-    saved = fedrepro.run.run_experiment, fedrepro.run.build_federation
-    fedrepro.run.run_experiment = fedrepro.run.build_federation = refuse
+    saved = fedrepro.runner.run_experiment, fedrepro.run.build_federation
+    fedrepro.runner.run_experiment = fedrepro.run.build_federation = refuse
     grid._PLAN = []
     note = ""
     root = Path(results_root).resolve()
@@ -107,10 +108,10 @@ def plan(module: str, argv: list[str], results_root: str, *, profile: str, seeds
         except Exception as exc:  # noqa: BLE001  (a target that needs runs to render: plan so far)
             if isinstance(exc, FedreproError) and not grid._PLAN:
                 raise  # stopped before its first run (no reference folder, a bad option): not "0 runs"
-            note = f"planning stopped at {type(exc).__name__}: {store.one_line(exc, 200)}"
+            note = f"planning stopped at {type(exc).__name__}: {one_line(exc, 200)}"
         finally:
             logging.disable(silenced)
-            fedrepro.run.run_experiment, fedrepro.run.build_federation = saved
+            fedrepro.runner.run_experiment, fedrepro.run.build_federation = saved
             planned, grid._PLAN = grid._PLAN, None
     seen, runs = set(), []
     for p in planned:
@@ -145,9 +146,7 @@ def run_state(results_root: str | Path, key: str, archive: Optional[Path] = None
         return {"state": "interrupted", "wall": None,
                 "detail": ("killed; resumes from its checkpoint" if ckpt else "killed before its first checkpoint")
                 + _progress(folder)}
-    from fedrepro.archive import ARCHIVE
-
-    archived = (archive or ARCHIVE) / key
+    archived = (archive or store.ARCHIVE) / key
     if store.done_summary(archived) is not None:
         return {"state": "archived", "wall": None, "detail": f"in {archived}: make restore"}
     return {"state": "missing", "wall": None, "detail": ""}

@@ -21,9 +21,8 @@
 Every file is written atomically (temporary file + fsync + rename), so a killed process never
 leaves a half-written summary or checkpoint behind; two processes finishing the same file at
 once leave one complete version. Checkpoints carry a SHA-256 of their payload, so a truncated
-or corrupted one is detected on load. `execute` runs one config under the run lock (a second
-process asking for the same run waits, then reuses it) and records a failure in the store
-instead of losing it.
+or corrupted one is detected on load. This module only keeps files: fedrepro/runner.py runs a
+config under the run lock (`execute`) and records its failure here.
 
 Fault injection for the tests: FEDREPRO_TEST_FAULT=kill:<file name>[:n] makes the n-th write
 (default 1st) of that file in this process write half of its temporary file and SIGKILL the
@@ -37,18 +36,13 @@ import errno
 import hashlib
 import io
 import json
-import logging
-import multiprocessing
 import os
 import signal
 import socket
 import sys
 import tempfile
-import threading
 import time
-import traceback
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -59,9 +53,9 @@ PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"
 PROGRESS = "progress.json"
 _CKPT_MAGIC = b"FEDREPRO-CHECKPOINT-1\n"  # + 32 bytes SHA-256 of the payload + torch.save payload
 FAULT_ENV = "FEDREPRO_TEST_FAULT"
-SECRET_ENV = ("WANDB_API_KEY", "WANDB_ENTITY")
 DONE = ("finished", "diverged")
-log = logging.getLogger(__name__)
+# the run archive (fedrepro/archive.py): finished runs kept in the repository; `status` reads it too
+ARCHIVE = Path(__file__).resolve().parent.parent / "docs" / "measured" / "runs"
 
 
 def run_dir(results_root: str | Path, key: str) -> Path:
@@ -263,14 +257,7 @@ def clear_checkpoints(folder: Path) -> None:
         (folder / name).unlink(missing_ok=True)
 
 
-# -- failures ----------------------------------------------------------------------------------
-def one_line(exc: BaseException | str, limit: int = 300) -> str:
-    """'Type: first line of the message', at most `limit` characters."""
-    text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
-    text = " ".join(text.strip().split("\n")[0].split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
+# -- what a run reached ------------------------------------------------------------------------
 def last_round(folder: Path, *, checkpoints: bool = False) -> int:
     """The last round a run logged (metrics.csv; with `checkpoints`, also its checkpoints: a
     killed process never flushed its CSV), 0 when it logged none."""
@@ -289,40 +276,6 @@ def last_round(folder: Path, *, checkpoints: bool = False) -> int:
                     with contextlib.suppress(TypeError, ValueError):
                         best = max(best, int(float(row.get("round") or row.get("step") or 0)))
     return best
-
-
-def record_failure(folder: Path, cfg, error: BaseException | str, *, tb: Optional[str] = None,
-                   wall_seconds: Optional[float] = None, attempts: Optional[int] = None) -> dict:
-    """Write a failed run's summary.json (status "failed", the error, the round reached), its
-    config.yaml if it has none yet and error.txt (the traceback); returns the summary."""
-    from omegaconf import OmegaConf
-
-    folder.mkdir(parents=True, exist_ok=True)
-    if not (folder / "config.yaml").exists():
-        with contextlib.suppress(Exception):
-            write_text(folder / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-    before = read_summary(folder) or {}
-    rnd = last_round(folder, checkpoints=True)
-
-    def get(path: str):
-        with contextlib.suppress(Exception):
-            return OmegaConf.select(cfg, path)
-        return None
-
-    summary = {
-        "key": folder.name, "status": "failed", "error": one_line(error),
-        "error_type": error.__class__.__name__ if isinstance(error, BaseException) else "Error",
-        "round": rnd, "rounds_completed": rnd,
-        "profile": get("profile.name"), "seed": get("seed"), "dataset": get("dataset.name"),
-        "algorithm": get("algorithm.name"),
-        "attempts": attempts if attempts is not None else
-        (int(before.get("attempts", 0)) + 1 if before.get("status") == "failed" else 1),
-        "failed_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "host": socket.gethostname(),
-        "wall_seconds": None if wall_seconds is None else round(wall_seconds, 3),
-    }
-    write_text(folder / "error.txt", (tb or summary["error"]) + "\n")
-    write_json(folder / "summary.json", summary)
-    return summary
 
 
 # -- the run lock ------------------------------------------------------------------------------
@@ -358,33 +311,6 @@ def run_lock(results_root: str | Path, key: str, on_wait=None):
         os.close(fd)  # releases the lock
 
 
-_WATCHING_PARENT = False
-
-
-def stop_with_parent(poll_seconds: float = 1.0) -> None:
-    """In a worker process (joblib/loky; nothing in a main process): SIGKILL this process once
-    its parent is gone.
-
-    loky workers outlive a driver killed with SIGTERM or SIGKILL (they are re-parented to
-    init) and would train on for hours holding the run lock, so that a new sweep reports the
-    run as running and waits for it. Killed instead, the run is interrupted like any other
-    killed run and resumes from its checkpoint."""
-    global _WATCHING_PARENT
-    # joblib runs n_jobs=1 in the driver itself, whose parent (a shell) is not ours to follow;
-    # loky reuses a worker for many runs, and one watcher is enough
-    if multiprocessing.parent_process() is None or _WATCHING_PARENT:
-        return
-    _WATCHING_PARENT = True
-    parent = os.getppid()
-
-    def watch():
-        while os.getppid() == parent:
-            time.sleep(poll_seconds)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    threading.Thread(target=watch, name="fedrepro-stop-with-parent", daemon=True).start()
-
-
 def running(results_root: str | Path, key: str) -> Optional[dict]:
     """Who computes the run now ({"pid", "host", "started"}), or None when nobody holds its lock.
     A marker left by a killed process (lock free) means "interrupted", not running."""
@@ -406,80 +332,3 @@ def running(results_root: str | Path, key: str) -> Optional[dict]:
         return None
     finally:
         os.close(fd)
-
-
-# -- one run, guarded --------------------------------------------------------------------------
-@dataclass
-class Failure:
-    """A run that did not produce a summary: kind "failed" (recorded in the store) or "not run"
-    (its data is not here: DataError, nothing recorded)."""
-
-    message: str  # "ErrorType: first line"
-    kind: str = "failed"
-    key: Optional[str] = None
-    folder: Optional[Path] = None
-    round: Optional[int] = None
-    detail: str = ""  # the whole message (several lines possibly)
-
-    def __str__(self) -> str:
-        return self.message
-
-
-@contextlib.contextmanager
-def secrets_hidden(cfg):
-    """W&B's key and entity stay in the environment only: an offline (or disabled) W&B run does
-    not need them, and wandb writes the entity into the run's offline log inside the results
-    folder, so they are removed from the environment while such a run executes."""
-    hide = False
-    with contextlib.suppress(Exception):
-        hide = cfg.logger.name == "wandb" and cfg.logger.wandb_mode != "online"
-    saved = {k: os.environ.pop(k) for k in SECRET_ENV if hide and k in os.environ}
-    try:
-        yield
-    finally:
-        os.environ.update(saved)
-
-
-def execute(cfg, *, quiet: bool = True):
-    """Run `cfg` through `run_experiment` under its run lock: a RunResult, or a `Failure`.
-
-    A run that raises (anything but missing data) is recorded in the store (`record_failure`) and
-    comes back as a Failure; the next attempt recomputes it (run_experiment reuses only finished
-    and diverged runs). KeyboardInterrupt / SIGKILL leave the run resumable from its checkpoint."""
-    from fedrepro.config import run_key, validate
-    from fedrepro.errors import DataError, FedreproError
-    from fedrepro.run import run_experiment
-
-    t0 = time.perf_counter()
-    try:  # an invalid config is refused before it gets a folder: there is no run to record
-        validate(cfg)
-        key = run_key(cfg)
-    except Exception as exc:  # noqa: BLE001
-        return Failure(one_line(exc), detail=str(exc))
-    folder = run_dir(cfg.results_root, key)
-    if done_summary(folder) is not None:
-        return run_experiment(cfg, quiet=quiet)  # reuse: no lock needed
-
-    def waiting():
-        log.info(f"{folder} is being computed by another process; waiting for it")
-
-    with run_lock(cfg.results_root, key, on_wait=waiting):
-        clean_temporaries(folder)
-        s = read_summary(folder) or {}
-        attempt = int(s.get("attempts", 0)) + 1 if s.get("status") == "failed" else 1
-        if s.get("status") == "failed":
-            (folder / "summary.json").unlink()  # a new attempt: status is "running" until it ends
-        try:
-            with secrets_hidden(cfg):
-                result = run_experiment(cfg, quiet=quiet)
-        except DataError as exc:
-            # the whole message: it names the missing files (tables show it as the reason)
-            return Failure(f"{type(exc).__name__}: {exc}", "not run", key, folder, detail=str(exc))
-        except Exception as exc:  # noqa: BLE001  (record every failure, keep the sweep going)
-            summary = record_failure(folder, cfg, exc, tb=traceback.format_exc(),
-                                     wall_seconds=time.perf_counter() - t0, attempts=attempt)
-            detail = str(exc) if isinstance(exc, FedreproError) else f"{type(exc).__name__}: {exc}"
-            return Failure(summary["error"], "failed", key, folder, summary["round"], detail)
-        if result.summary.get("status") in DONE:
-            clear_checkpoints(folder)
-        return result

@@ -8,7 +8,8 @@ import torch
 from fedrepro.attacks.upload import CaptureLedger, observed_gradient
 from fedrepro.config import compose_config, identity, run_key, validate
 from fedrepro.errors import ConfigError
-from fedrepro.run import Interrupted, run_experiment
+from fedrepro.run import Interrupted
+from fedrepro.runner import run_experiment
 
 # 20 clients, everyone every round: client 0 uploads in every round (mnist_5k gives them 200
 # samples each without FEDREPRO_DATA_ROOT, 250 with it)

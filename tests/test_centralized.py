@@ -12,7 +12,8 @@ from fedrepro.config import compose_config
 from fedrepro.data.loaders import load_dataset
 from fedrepro.engine.evaluate import evaluate
 from fedrepro.models.flat import build_model
-from fedrepro.run import _subset, run_experiment
+from fedrepro.run import _subset
+from fedrepro.runner import run_experiment
 
 SMOKE = ["algorithm=centralized", "profile=smoke", "logger.progress=false"]
 FILES = ("config.yaml", "metrics.csv", "summary.json", "model.pt", "accuracy.png")

@@ -26,7 +26,8 @@ from fedrepro.engine.loop import EvalData, RoundLoop, Schedule
 from fedrepro.errors import ConfigError
 from fedrepro.metrics.ledger import Ledger
 from fedrepro.models.flat import FlatModel
-from fedrepro.run import Interrupted, run_experiment
+from fedrepro.run import Interrupted
+from fedrepro.runner import run_experiment
 
 SMOKE = ["profile=smoke", "logger.progress=false", "train.eval_every=100"]  # evaluated at the start and end
 N_DRAWS = 4000

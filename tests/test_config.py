@@ -113,7 +113,7 @@ def _numeric(tp) -> bool:
                                   and any(a in (int, float) for a in typing.get_args(tp)))
 
 
-# Numbers any finite value suits: run seeds go through a hash (engine/seeding.py).
+# Numbers any finite value suits: run seeds go through a hash (fedrepro/seeding.py).
 _ANY_FINITE = {"seed", "algorithm.coin_seed", "dataset.mean"}
 
 

@@ -11,7 +11,7 @@ from fedrepro.algorithms.fedsplit import FedSplit
 from fedrepro.algorithms.scaffold import Scaffold
 from fedrepro.config import compose_config
 from fedrepro.engine.sampling import sample_clients
-from fedrepro.run import run_experiment
+from fedrepro.runner import run_experiment
 
 SMOKE = ["profile=smoke", "logger.progress=false"]
 # Heterogeneous least squares, half of the 10 clients per round (Bernoulli 0.5), 20 local steps.

@@ -12,7 +12,8 @@ from fedrepro.algorithms.fedavg import FedAvg, FedProx
 from fedrepro.config import compose_config, run_key
 from fedrepro.engine.local import batch_schedule
 from fedrepro.engine.sampling import sample_clients
-from fedrepro.run import Interrupted, run_experiment
+from fedrepro.run import Interrupted
+from fedrepro.runner import run_experiment
 
 SMOKE = ["profile=smoke", "logger.progress=false"]
 

@@ -11,7 +11,7 @@ from fedrepro.engine.loop import EvalData, RoundLoop, Schedule
 from fedrepro.errors import ConfigError
 from fedrepro.metrics.ledger import Ledger
 from fedrepro.models.flat import FlatModel
-from fedrepro.run import run_experiment
+from fedrepro.runner import run_experiment
 
 
 def _bn_loop(rate=1.0):

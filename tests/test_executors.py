@@ -10,12 +10,12 @@ from fedrepro.config import compose_config, resolved_executor, run_key, validate
 from fedrepro.engine import fused
 from fedrepro.engine.batched import BatchedExecutor
 from fedrepro.engine.local import ClientJob, SequentialExecutor, batch_schedule, schedule_rows
-from fedrepro.engine.seeding import generator
 from fedrepro.engine.sharded import shares
 from fedrepro.errors import ConfigError
 from fedrepro.models.flat import FlatModel, build_model
 from fedrepro.models.mlp import MLP
-from fedrepro.run import run_experiment
+from fedrepro.runner import run_experiment
+from fedrepro.seeding import generator
 
 SMOKE = ["profile=smoke", "logger.progress=false"]
 # The four algorithms of the equality goal.

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
-from fedrepro import store
+from fedrepro import runner, store
 from fedrepro.config import compose_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,17 +177,17 @@ def test_failing_and_diverging_runs_are_recorded_the_others_complete_and_only_fa
 
 def test_a_run_failing_mid_way_records_its_round_and_resumes_on_the_next_attempt(tmp_path, monkeypatch):
     overrides = ["profile=smoke", "logger.progress=false", *EXTRA]
-    clean = store.execute(compose_config([*overrides, f"results_root={tmp_path / 'a'}"]))
+    clean = runner.execute(compose_config([*overrides, f"results_root={tmp_path / 'a'}"]))
     cfg = compose_config([*overrides, f"results_root={tmp_path / 'b'}"])
     monkeypatch.setenv(store.FAULT_ENV, "raise:checkpoint.pt:4")  # disk full at round 4's checkpoint
     monkeypatch.setattr(store, "_writes", {})
-    failure = store.execute(cfg)
-    assert isinstance(failure, store.Failure) and failure.kind == "failed" and failure.round == 4
+    failure = runner.execute(cfg)
+    assert isinstance(failure, runner.Failure) and failure.kind == "failed" and failure.round == 4
     s = store.read_summary(failure.folder)
     assert s["status"] == "failed" and s["round"] == 4 and "No space left on device" in s["error"]
     assert list(pd.read_csv(failure.folder / "metrics.csv")["round"]) == [0, 1, 2, 3, 4]  # what it logged
     monkeypatch.delenv(store.FAULT_ENV)
-    resumed = store.execute(cfg)
+    resumed = runner.execute(cfg)
     assert resumed.summary["status"] == "finished" and resumed.summary["resumed_from"] == 3
     pd.testing.assert_frame_equal(pd.read_csv(resumed.folder / "metrics.csv"), pd.read_csv(clean.folder / "metrics.csv"))
 
@@ -250,7 +250,8 @@ def test_truncated_or_corrupted_checkpoint_is_detected_and_the_previous_one_used
 
 
 def test_truncated_checkpoint_of_a_run_restarts_it_from_the_last_good_one_with_the_same_numbers(tmp_path):
-    from fedrepro.run import Interrupted, run_experiment
+    from fedrepro.run import Interrupted
+    from fedrepro.runner import run_experiment
 
     overrides = ["profile=smoke", "logger.progress=false", *EXTRA]
     clean = run_experiment(compose_config([*overrides, f"results_root={tmp_path / 'a'}"]), quiet=True)
@@ -308,7 +309,8 @@ def test_wandb_key_and_entity_never_reach_configs_results_or_logs(tmp_path):
 
 def test_status_lists_done_diverged_running_failed_interrupted_and_missing_runs(tmp_path, capsys):
     from fedrepro.config import run_key
-    from fedrepro.run import Interrupted, run_experiment
+    from fedrepro.run import Interrupted
+    from fedrepro.runner import run_experiment
     from fedrepro.status import main as status_main
 
     root = str(tmp_path)
@@ -322,7 +324,7 @@ def test_status_lists_done_diverged_running_failed_interrupted_and_missing_runs(
         return compose_config([*cells[name], *base, "seed=0"])
 
     for name in ("ok", "bad", "nan"):
-        store.execute(cfg(name))
+        runner.execute(cfg(name))
     with pytest.raises(Interrupted):
         run_experiment(cfg("killed"), interrupt_after=2, quiet=True)
     target = ["fedrepro.reports.grid", *[f"--cell={n}={' '.join(o)}" for n, o in cells.items()],
@@ -344,7 +346,7 @@ def test_status_lists_done_diverged_running_failed_interrupted_and_missing_runs(
     assert "results store" in capsys.readouterr().out
     killed = store.run_dir(root, run_key(cfg("killed")))
     assert (killed / store.PROGRESS).exists()
-    assert store.execute(cfg("killed")).summary["status"] == "finished"  # resumed and done: no pace left
+    assert runner.execute(cfg("killed")).summary["status"] == "finished"  # resumed and done: no pace left
     assert not (killed / store.PROGRESS).exists() and not (killed / store.CHECKPOINT).exists()
 
 

@@ -10,7 +10,7 @@ from fedrepro.algorithms.fedavg import FedAvg
 from fedrepro.algorithms.fedopt import SERVER_OPTIMIZERS, FedOpt
 from fedrepro.config import FEDOPT_NAMES, compose_config, validate
 from fedrepro.errors import ConfigError
-from fedrepro.run import run_experiment
+from fedrepro.runner import run_experiment
 
 
 def test_fedavgm_without_momentum_is_fedavg_bit_for_bit():

@@ -19,11 +19,11 @@ from fedrepro.config import ALGORITHM_CHOICES, Effective, compose_config, valida
 from fedrepro.engine.evaluate import Personalized, personalized_metrics
 from fedrepro.engine.local import SequentialExecutor
 from fedrepro.engine.loop import EvalData, RoundLoop, Schedule
-from fedrepro.engine.seeding import generator
 from fedrepro.errors import ConfigError
 from fedrepro.metrics.ledger import Ledger
 from fedrepro.models.flat import FlatModel
-from fedrepro.run import run_experiment
+from fedrepro.runner import run_experiment
+from fedrepro.seeding import generator
 
 FULL_BATCH = 10 ** 6  # larger than any client: local steps use the full gradient (section 7.1's GD)
 

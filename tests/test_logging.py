@@ -17,7 +17,8 @@ TINY = ["train.num_clients=10"]
 
 
 def test_a_run_logs_what_its_profile_capped(tmp_path, caplog):
-    from fedrepro.run import profile_caps, run_experiment
+    from fedrepro.run import profile_caps
+    from fedrepro.runner import run_experiment
 
     caplog.set_level(logging.INFO, logger="fedrepro")
     cfg = compose_config(["profile=smoke", "logger.progress=false", *TINY, f"results_root={tmp_path}"])
@@ -107,7 +108,7 @@ def test_the_progress_bar_is_drawn_on_a_terminal_unless_turned_off(monkeypatch, 
     else:
         monkeypatch.setenv(grid.PROGRESS_ENV, env)
     with grid._Progress(["a seed 0"], None) as progress:
-        from fedrepro.store import Failure
+        from fedrepro.runner import Failure
 
         progress(0, Failure("DataError: not here", "not run"))
     assert ("runs: " in terminal.getvalue()) == drawn, terminal.getvalue()

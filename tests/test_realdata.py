@@ -4,7 +4,7 @@ import os
 import pytest
 
 from fedrepro.config import compose_config
-from fedrepro.run import run_experiment
+from fedrepro.runner import run_experiment
 
 DATA = os.environ.get("FEDREPRO_DATA_ROOT")
 pytestmark = pytest.mark.skipif(not DATA, reason="FEDREPRO_DATA_ROOT is not set: real-data tier off")

@@ -22,11 +22,11 @@ import fedrepro  # noqa: F401  (torchvision shim first)
 from fedrepro.config import compose_config
 from fedrepro.data.loaders import load_dataset
 from fedrepro.data.partition import make_partition, partition_summary
-from fedrepro.engine.seeding import derive_seed
 from fedrepro.errors import DataError
 from fedrepro.reports.cli import run_target, table_parser
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.tables import markdown_grid
+from fedrepro.seeding import derive_seed
 
 SHARES = (0.4, 0.6, 0.8)
 SPLITS = {

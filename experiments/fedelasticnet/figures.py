@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-import fedrepro.run
+import fedrepro.runner
 from experiments.fedelasticnet.common import (ACCURACY, IMAGE4, LABELS, PARTICIPATION, SIX, cell, dataset_reason,
                                               draw_curves, draw_reason, group_panels, metrics_frame,
                                               new_figure, panels_figure, parser, run_overrides, runnable_datasets,
@@ -152,7 +152,7 @@ def capture(overrides: list[str], args) -> dict:
     refuse_done_only("FedElasticNet Fig. 2 (its capture of the uploaded values)")
     with tempfile.TemporaryDirectory() as tmp:
         cfg.results_root = tmp
-        result = fedrepro.run.run_experiment(cfg, quiet=True, ledger_class=RecordingLedger)
+        result = fedrepro.runner.run_experiment(cfg, quiet=True, ledger_class=RecordingLedger)
     out = {"uploads": {n: torch.cat(v) for n, v in RecordingLedger.last.items()},
            "summary": result.summary, "key": key}
     cache.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 round in this process (Figures 6 and 7 need what a stored run does not keep: client 1's
 round-5 upload, the server matrix after every round), and the LoSAC targets' option parser.
 
-`build_loop` builds what `fedrepro.run.run_experiment` runs (`run.build_federation`: model,
+`build_loop` builds what `fedrepro.runner.run_experiment` runs (`run.build_federation`: model,
 algorithm, executor, ledger, channel, RoundLoop) with the same seeds, so a figure's round t
 is the round t a stored run of the same config would compute; it writes nothing and keeps
 no checkpoints. Table II goes through the results store instead (`reports.grid.measure_target`).

@@ -36,6 +36,14 @@ GradientAt = Callable[[torch.Tensor], torch.Tensor]  # v -> data gradient of the
 
 
 @dataclass
+class Personalized:
+    """What an algorithm with personalized models hands the engine's evaluation (`personalized()`)."""
+
+    models: torch.Tensor  # (m, d): client i's own model x_i
+    loss_weights: Optional[torch.Tensor] = None  # c_i of f(x) = (1/m) sum_i c_i L_i(x_i); None: all 1
+
+
+@dataclass
 class LocalObjective:
     """Terms added to a client's data loss L_k(w) during local training.
 
@@ -123,7 +131,7 @@ class Algorithm:
         return lr
 
     def personalized(self):
-        """The clients' personalized models (engine.evaluate.Personalized) for the evaluation's
+        """The clients' personalized models (`Personalized`) for the evaluation's
         `personal_*` columns, or None when the algorithm has none (all but L2GD)."""
         return None
 

@@ -35,10 +35,9 @@ from typing import Optional, Sequence
 
 import torch
 
-from fedrepro.algorithms.base import Algorithm, LocalObjective, LocalRule
-from fedrepro.engine.evaluate import Personalized
-from fedrepro.engine.seeding import generator
+from fedrepro.algorithms.base import Algorithm, LocalObjective, LocalRule, Personalized
 from fedrepro.errors import ConfigError
+from fedrepro.seeding import generator
 
 WEIGHTINGS = ("uniform", "data")
 

@@ -26,8 +26,8 @@ import torch
 
 from fedrepro.algorithms.base import Algorithm, LocalObjective, LocalRule
 from fedrepro.algorithms.prox import make_prox
-from fedrepro.config import ALGORITHM_CHOICES
 from fedrepro.errors import ConfigError
+from fedrepro.settings import ALGORITHM_CHOICES
 
 SCALINGS = ALGORITHM_CHOICES["scaling"]  # consistent | literal
 log = logging.getLogger(__name__)

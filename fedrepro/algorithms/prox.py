@@ -19,8 +19,8 @@ from typing import Callable
 
 import torch
 
-from fedrepro.config import ALGORITHM_CHOICES
 from fedrepro.errors import ConfigError
+from fedrepro.settings import ALGORITHM_CHOICES
 
 PROX_KINDS = ALGORITHM_CHOICES["prox"]  # none | l1 | nuclear
 

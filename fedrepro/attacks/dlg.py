@@ -30,10 +30,7 @@ import torch
 
 from fedrepro.errors import ConfigError
 from fedrepro.models.flat import FlatModel
-
-LABEL_MODES = ("auto", "known", "infer", "soft")
-LOSS_SCALES = ("mean", "sum")
-INITS = ("normal", "uniform", "zeros")
+from fedrepro.settings import INITS, LABEL_MODES, LOSS_SCALES
 
 
 @dataclass

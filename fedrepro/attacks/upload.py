@@ -29,13 +29,7 @@ from fedrepro.attacks.dlg import averaged_gradient, dlg_attack
 from fedrepro.errors import ConfigError
 from fedrepro.metrics.ledger import Ledger
 
-# Algorithms whose uploads give the attacker no gradient at a model it saw (the reason names
-# what they send instead); every other algorithm uploads one of OBSERVED's messages.
-NOT_ATTACKABLE = {
-    "centralized": "there is no federation and nothing is uploaded",
-    "l2gd": "clients upload personalized models x_i that no broadcast model anchors",
-    "fedsplit": "clients upload their splitting variables z_i, not models or gradients",
-}
+# Algorithms that upload none of these: settings.NOT_ATTACKABLE (config refuses them).
 # The upload the attacker matches, in order of preference: a gradient at the broadcast model
 # as it is (DSGD; MimeSVRG's first phase), else the averaged local step (FedAvg family).
 OBSERVED = ("gradient", "full_gradient", "delta", "model")

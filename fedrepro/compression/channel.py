@@ -26,7 +26,7 @@ from typing import Optional
 import torch
 
 from fedrepro.compression.compressors import Compressed, Compressor, Identity, make_compressor
-from fedrepro.engine.seeding import generator
+from fedrepro.seeding import generator
 
 FEEDBACK = ("none", "ef", "ef21")
 DIRECTIONS = ("up", "down")

@@ -30,9 +30,9 @@ from torch import nn
 
 from fedrepro.engine.fused import sgd_step
 from fedrepro.engine.local import ClientJob, SequentialExecutor, schedule_rows
-from fedrepro.engine.seeding import generator
 from fedrepro.errors import ConfigError
 from fedrepro.models.flat import FlatModel
+from fedrepro.seeding import generator
 
 
 def linear_stack(model: FlatModel) -> list[tuple[int, int, int, int]]:

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
-from fedrepro.engine.seeding import generator
+from fedrepro.algorithms.base import Personalized
 from fedrepro.models.flat import FlatModel
+from fedrepro.seeding import generator
 
 
 @torch.no_grad()
@@ -27,14 +27,6 @@ def evaluate(model: FlatModel, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor
         correct += int(right)
     n = max(len(y), 1)
     return loss_sum / n, correct / n
-
-
-@dataclass
-class Personalized:
-    """What an algorithm with personalized models hands the engine's evaluation (`personalized()`)."""
-
-    models: torch.Tensor  # (m, d): client i's own model x_i
-    loss_weights: Optional[torch.Tensor] = None  # c_i of f(x) = (1/m) sum_i c_i L_i(x_i); None: all 1
 
 
 @torch.no_grad()

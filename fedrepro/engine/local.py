@@ -23,9 +23,9 @@ import torch
 
 from fedrepro.algorithms.base import LocalObjective
 from fedrepro.data.augment import augment_batch
-from fedrepro.engine.seeding import generator
 from fedrepro.errors import ConfigError
 from fedrepro.models.flat import FlatModel
+from fedrepro.seeding import generator
 
 
 @dataclass

@@ -18,7 +18,7 @@ values that crossed the network with their wire bits. Without a compressor (the 
 channel) the messages pass untouched, exactly as before compression existed.
 
 Two algorithm hooks whose defaults change nothing (algorithms/base.py): `local_lr(lr)` gives the step size of the round's local steps (L2GD: eta / (n (1 - p))), and
-`personalized()` returns the clients' personalized models (engine.evaluate.Personalized), which
+`personalized()` returns the clients' personalized models (algorithms.base.Personalized), which
 every evaluation then scores on each client's own data (`personal_*` columns, docs/l2gd.md).
 """
 from __future__ import annotations
@@ -32,13 +32,13 @@ import torch
 
 from fedrepro.algorithms.base import Algorithm
 from fedrepro.compression.channel import Channel, Sent
-from fedrepro.config import Effective
 from fedrepro.engine.evaluate import evaluate, personalized_metrics
 from fedrepro.engine.local import ClientJob
 from fedrepro.engine.sampling import sample_clients
 from fedrepro.errors import DivergenceError
 from fedrepro.metrics.ledger import Ledger
 from fedrepro.models.flat import FlatModel
+from fedrepro.settings import Effective
 
 
 @dataclass

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from fedrepro.engine.seeding import generator
+from fedrepro.seeding import generator
 
 
 def sample_clients(mode: str, rate: float, cohort_size: int | None, num_clients: int,

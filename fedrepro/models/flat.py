@@ -181,7 +181,7 @@ def _module(cfg, in_shape: tuple[int, ...], num_classes: int, token_inputs: bool
 def model_for(cfg, data) -> tuple[FlatModel, torch.Tensor]:
     """`build_model` for a run config and its loaded dataset (DatasetTensors), seeded as every
     run of that config (federated, centralized, experiment loops) is."""
-    from fedrepro.engine.seeding import derive_seed
+    from fedrepro.seeding import derive_seed
 
     return build_model(cfg.model, tuple(data.x_train.shape[1:]), data.num_classes,
                        seed=derive_seed(cfg.seed, "init"), token_inputs=not data.x_train.is_floating_point())

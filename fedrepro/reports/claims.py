@@ -192,10 +192,10 @@ class RowResult:
     checks: list  # [(label, clear_of_intervals)]
 
 
-def _every_row(ours: pd.DataFrame, needed: list[str], test: Callable[[tuple, dict], RowResult], *,
-               statement: str, reference: str = "fedelasticnet_table2", datasets=None,
-               exclude=(), extra_ok: Callable[[tuple, dict], bool] | None = None,
-               extra_need: str = "") -> tuple[str, str]:
+def every_row(ours: pd.DataFrame, needed: list[str], test: Callable[[tuple, dict], RowResult], *,
+              statement: str, reference: str = "fedelasticnet_table2", datasets=None,
+              exclude=(), extra_ok: Callable[[tuple, dict], bool] | None = None,
+              extra_need: str = "") -> tuple[str, str]:
     """Apply `test` to each scope row where all `needed` algorithms have ok values; aggregate.
 
     `extra_ok(row, cells)` can demand more of a row (e.g. parameter counts); `extra_need` names it.
@@ -247,7 +247,7 @@ def _every_row(ours: pd.DataFrame, needed: list[str], test: Callable[[tuple, dic
     return verdict, "\n".join(lines)
 
 
-def _order_checks(row, pairs) -> list:
+def order_checks(row, pairs) -> list:
     return [_pair_check(row, a, ca, b, cb) for a, ca, b, cb in pairs]
 
 
@@ -271,10 +271,10 @@ def fen_t2_1(ours: pd.DataFrame) -> tuple[str, str]:
             text = f"fen_alg3 {a3} >= " + ", ".join(f"{a} {c[a]}" for a in worse)
         else:
             text = f"fen_alg3 {a3} < {nearest} {c[nearest]} (smallest other)"
-        checks = _order_checks(row, [("fen_alg3", a3, a, c[a]) for a in others])
+        checks = order_checks(row, [("fen_alg3", a3, a, c[a]) for a in others])
         return RowResult("fails" if worse else "holds", text, checks)
 
-    return _every_row(ours, FEN_ALL, test, statement="fen_alg3 < fedprox, fen_alg1, scaffold, fen_alg2, feddyn")
+    return every_row(ours, FEN_ALL, test, statement="fen_alg3 < fedprox, fen_alg1, scaffold, fen_alg2, feddyn")
 
 
 @register("FEN-T2-2")
@@ -294,11 +294,11 @@ def fen_t2_2(ours: pd.DataFrame) -> tuple[str, str]:
             else:
                 parts.append(f"{alg} {a} >= {base} {b} ({change:+.1f} %) FAILS")
                 outcome = "fails"
-        checks = _order_checks(row, [(alg, c[alg], FEN_BASES[alg], c[FEN_BASES[alg]]) for alg in FEN_BASES])
+        checks = order_checks(row, [(alg, c[alg], FEN_BASES[alg], c[FEN_BASES[alg]]) for alg in FEN_BASES])
         return RowResult(outcome, "; ".join(parts), checks)
 
-    return _every_row(ours, FEN_ALL, test,
-                      statement="fen_alg1 < fedprox, fen_alg2 <= scaffold (1 % tie), fen_alg3 < feddyn")
+    return every_row(ours, FEN_ALL, test,
+                     statement="fen_alg1 < fedprox, fen_alg2 <= scaffold (1 % tie), fen_alg3 < feddyn")
 
 
 @register("FEN-T2-3")
@@ -317,10 +317,10 @@ def fen_t2_3(ours: pd.DataFrame) -> tuple[str, str]:
         # For an equality, the verdict is clear of the noise when the intervals agree with it.
         return RowResult(outcome, f"fedprox {p} {rel} feddyn {d}", [(label, sep == (outcome == "fails"))])
 
-    return _every_row(ours, ["fedprox", "feddyn"], test, statement="fedprox == feddyn (1 % tolerance)")
+    return every_row(ours, ["fedprox", "feddyn"], test, statement="fedprox == feddyn (1 % tolerance)")
 
 
-def _ratio_bound_check(row, name: str, a: Cell, b: Cell, low=None, high=None, holds=True) -> tuple[str, bool]:
+def ratio_bound_check(row, name: str, a: Cell, b: Cell, low=None, high=None, holds=True) -> tuple[str, bool]:
     lo, hi = _ratio_interval(a, b)
     inside = (low is None or lo >= low) and (high is None or hi <= high)
     outside = (low is not None and hi < low) or (high is not None and lo > high)
@@ -334,10 +334,10 @@ def fen_t2_4(ours: pd.DataFrame) -> tuple[str, str]:
         s, p = c["scaffold"], c["fedprox"]
         ratio = s.mean / p.mean
         ok = 1.9 <= ratio <= 2.1
-        check = _ratio_bound_check(row, "scaffold/fedprox", s, p, 1.9, 2.1, holds=ok)
+        check = ratio_bound_check(row, "scaffold/fedprox", s, p, 1.9, 2.1, holds=ok)
         return RowResult("holds" if ok else "fails", f"scaffold/fedprox = {s}/{p} = {ratio:.3f}", [check])
 
-    return _every_row(ours, ["scaffold", "fedprox"], test, statement="1.9 <= scaffold/fedprox <= 2.1")
+    return every_row(ours, ["scaffold", "fedprox"], test, statement="1.9 <= scaffold/fedprox <= 2.1")
 
 
 @register("FEN-T2-5")
@@ -400,12 +400,12 @@ def fen_t2_5(ours: pd.DataFrame) -> tuple[str, str]:
             ok = 0.9 <= ratio <= 1.1
             parts.append(f"{alg}/paper = {ratio:.3f}" + ("" if ok else " FAILS (outside 0.9..1.1)"))
             outcome = outcome if ok else "fails"
-            checks.append(_ratio_bound_check(row, f"{alg}/paper", got, Cell(paper, paper, paper, 1),
-                                             0.9, 1.1, holds=ok))
+            checks.append(ratio_bound_check(row, f"{alg}/paper", got, Cell(paper, paper, paper, 1),
+                                            0.9, 1.1, holds=ok))
         return RowResult(outcome, "; ".join(parts), checks)
 
-    return _every_row(ours, algs, test, extra_ok=has_counts, extra_need="dim and client_rounds",
-                      statement="fedprox, feddyn == d * client-rounds and 0.9 <= ours/paper <= 1.1")
+    return every_row(ours, algs, test, extra_ok=has_counts, extra_need="dim and client_rounds",
+                     statement="fedprox, feddyn == d * client-rounds and 0.9 <= ours/paper <= 1.1")
 
 
 @register("FEN-T2-6")
@@ -423,7 +423,7 @@ def fen_t2_6(ours: pd.DataFrame) -> tuple[str, str]:
             ", ".join(f"{n} {v:.3f}" for n, v in zip(names, r)) + " (order broken)"
         return RowResult("holds" if ok else "fails", text, checks)
 
-    return _every_row(ours, FEN_ALL, test, statement="fen_alg3/feddyn < fen_alg1/fedprox < fen_alg2/scaffold")
+    return every_row(ours, FEN_ALL, test, statement="fen_alg3/feddyn < fen_alg1/fedprox < fen_alg2/scaffold")
 
 
 @register("FEN-T2-7")
@@ -433,8 +433,8 @@ def fen_t2_7(ours: pd.DataFrame) -> tuple[str, str]:
         d, a3 = c["feddyn"], c["fen_alg3"]
         ratio = d.mean / a3.mean
         ok = ratio >= 2
-        check = _ratio_bound_check(row, "feddyn/fen_alg3", d, a3, low=2, holds=ok)
+        check = ratio_bound_check(row, "feddyn/fen_alg3", d, a3, low=2, holds=ok)
         return RowResult("holds" if ok else "fails", f"feddyn/fen_alg3 = {d}/{a3} = {ratio:.2f}", [check])
 
-    return _every_row(ours, ["feddyn", "fen_alg3"], test, datasets=IMAGE_DATASETS,
-                      statement="feddyn/fen_alg3 >= 2 on image datasets")
+    return every_row(ours, ["feddyn", "fen_alg3"], test, datasets=IMAGE_DATASETS,
+                     statement="feddyn/fen_alg3 >= 2 on image datasets")

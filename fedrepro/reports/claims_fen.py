@@ -21,8 +21,8 @@ import math
 
 import pandas as pd
 
-from fedrepro.reports.claims import (IMAGE_DATASETS, RowResult, _every_row, _order_checks,
-                                     _ratio_bound_check, fen_t2_1, register)
+from fedrepro.reports.claims import (IMAGE_DATASETS, RowResult, every_row, fen_t2_1, order_checks,
+                                     ratio_bound_check, register)
 
 ENTROPY_ALL = ["fedprox", "fen_alg1", "scaffold", "fen_alg2", "feddyn_model", "feddyn_update", "fen_alg3"]
 ENTROPY_PAIRS = [("fen_alg1", "fedprox"), ("fen_alg2", "scaffold"), ("fen_alg3", "feddyn_model"),
@@ -48,11 +48,11 @@ def _variants_lower(ours: pd.DataFrame, reference: str) -> tuple[str, str]:
             parts.append(f"{a} {c[a]} {'<' if lower else '>='} {b} {c[b]} ({_change(c[a], c[b])})"
                          + ("" if lower else " FAILS"))
             outcome = outcome if lower else "fails"
-        return RowResult(outcome, "; ".join(parts), _order_checks(row, [(a, c[a], b, c[b]) for a, b in ENTROPY_PAIRS]))
+        return RowResult(outcome, "; ".join(parts), order_checks(row, [(a, c[a], b, c[b]) for a, b in ENTROPY_PAIRS]))
 
-    return _every_row(ours, ENTROPY_ALL, test, reference=reference,
-                      statement="H(fen_alg1) < H(fedprox), H(fen_alg2) < H(scaffold), "
-                                "H(fen_alg3) < H(feddyn_model), H(feddyn_update)")
+    return every_row(ours, ENTROPY_ALL, test, reference=reference,
+                     statement="H(fen_alg1) < H(fedprox), H(fen_alg2) < H(scaffold), "
+                               "H(fen_alg3) < H(feddyn_model), H(feddyn_update)")
 
 
 def _alg3_minimum(ours: pd.DataFrame, reference: str, soft: tuple = ()) -> tuple[str, str]:
@@ -75,11 +75,11 @@ def _alg3_minimum(ours: pd.DataFrame, reference: str, soft: tuple = ()) -> tuple
         if ties:
             text += "; within 2 %: " + ", ".join(ties)
         return RowResult("fails" if fails else "tie" if ties else "holds", text,
-                         _order_checks(row, [("fen_alg3", a3, x, c[x]) for x in others]))
+                         order_checks(row, [("fen_alg3", a3, x, c[x]) for x in others]))
 
     soft_text = f" ({', '.join(soft)}: H(fen_alg3) <= 1.02 H)" if soft else ""
-    return _every_row(ours, ENTROPY_ALL, test, reference=reference,
-                      statement=f"H(fen_alg3) < every other method (2 % tie margin){soft_text}")
+    return every_row(ours, ENTROPY_ALL, test, reference=reference,
+                     statement=f"H(fen_alg3) < every other method (2 % tie margin){soft_text}")
 
 
 def _update_halves(ours: pd.DataFrame, reference: str) -> tuple[str, str]:
@@ -89,12 +89,12 @@ def _update_halves(ours: pd.DataFrame, reference: str) -> tuple[str, str]:
         ratio, image = u.mean / m.mean, row[0] in IMAGE_DATASETS
         bound = 0.5 if image else 1.0
         ok = u.mean < m.mean and ratio <= bound
-        check = _ratio_bound_check(row, "feddyn_update/feddyn_model", u, m, high=bound, holds=ok)
+        check = ratio_bound_check(row, "feddyn_update/feddyn_model", u, m, high=bound, holds=ok)
         text = f"feddyn_update/feddyn_model = {u}/{m} = {ratio:.3f} (bound {bound:g})"
         return RowResult("holds" if ok else "fails", text, [check])
 
-    return _every_row(ours, ["feddyn_update", "feddyn_model"], test, reference=reference,
-                      statement="H(feddyn_update) < H(feddyn_model), ratio <= 0.5 on image datasets")
+    return every_row(ours, ["feddyn_update", "feddyn_model"], test, reference=reference,
+                     statement="H(feddyn_update) < H(feddyn_model), ratio <= 0.5 on image datasets")
 
 
 @register("FEN-T3-1")
@@ -137,8 +137,8 @@ def fen_t2_8(ours):
         return RowResult("holds" if ok else "fails",
                          f"feddyn_model {m} vs feddyn_update {u} (differ by {gap * 100:.3f} %)", [])
 
-    return _every_row(ours, ["feddyn_model", "feddyn_update"], test, reference="fedelasticnet_table3",
-                      statement="nnz(feddyn_model) == nnz(feddyn_update) within 0.1 %")
+    return every_row(ours, ["feddyn_model", "feddyn_update"], test, reference="fedelasticnet_table3",
+                     statement="nnz(feddyn_model) == nnz(feddyn_update) within 0.1 %")
 
 
 @register("FEN-S4-1")

@@ -42,7 +42,7 @@ from typing import Callable, Optional
 import pandas as pd
 
 from fedrepro.config import compose_config
-from fedrepro.errors import FedreproError
+from fedrepro.errors import FedreproError, one_line
 from fedrepro.reports.cli import LAUNCHER_CHOICES, fmt_duration, fmt_wall, run_target
 
 logger = logging.getLogger("fedrepro.reports.grid")  # not __name__: "__main__" under -m, outside fedrepro
@@ -74,10 +74,10 @@ class Cell:
 
 def _run_one(overrides: list[str], threads: int, cwd: Optional[str] = None):
     """One run in this process or a worker (joblib, submitit, Ray): a RunResult, or a
-    `store.Failure` (recorded in the results store unless its data is missing)."""
+    `runner.Failure` (recorded in the results store unless its data is missing)."""
     import torch
 
-    from fedrepro import store
+    from fedrepro import runner
 
     if cwd:
         os.chdir(cwd)  # a worker started elsewhere (Ray, SLURM): relative results roots as the driver's
@@ -87,8 +87,8 @@ def _run_one(overrides: list[str], threads: int, cwd: Optional[str] = None):
     try:
         cfg = compose_config(overrides)
     except Exception as exc:  # noqa: BLE001  (a bad override: nothing to record, the message says it)
-        return store.Failure(store.one_line(exc))
-    return store.execute(cfg, quiet=True)
+        return runner.Failure(one_line(exc))
+    return runner.execute(cfg, quiet=True)
 
 
 try:
@@ -111,35 +111,33 @@ def _run_many(args: list[tuple[int, list[str]]], threads: int, cwd: Optional[str
 
 
 def _indexed(i: int, overrides: list[str], threads: int):
-    """One run in a joblib worker, which dies with the driver (store.stop_with_parent)."""
-    from fedrepro import store
+    """One run in a joblib worker, which dies with the driver (runner.stop_with_parent)."""
+    from fedrepro import runner
 
-    store.stop_with_parent()
+    runner.stop_with_parent()
     return i, _run_one(overrides, threads)
 
 
 def _worker_died(overrides: list[str], why: str):
     """A worker that died (killed, out of memory) cannot record its own failure: record it here,
     unless the run got done before or another process computes it now."""
-    from fedrepro import store
+    from fedrepro import runner, store
     from fedrepro.config import run_key
 
-    message = store.one_line(f"WorkerDied: {why}")
+    message = one_line(f"WorkerDied: {why}")
     try:
         cfg = compose_config(overrides)
         key = run_key(cfg)
     except Exception:  # noqa: BLE001
-        return store.Failure(message)
+        return runner.Failure(message)
     folder = store.run_dir(cfg.results_root, key)
     s = store.done_summary(folder)
     if s is not None:
-        from fedrepro.run import RunResult
-
-        return RunResult(key, folder, s, reused=True)
+        return runner.RunResult(key, folder, s, reused=True)
     if store.running(cfg.results_root, key) is None:
-        s = store.record_failure(folder, cfg, message)
-        return store.Failure(s["error"], "failed", key, folder, s["round"])
-    return store.Failure(message, "failed", key, folder)
+        s = runner.record_failure(folder, cfg, message)
+        return runner.Failure(s["error"], "failed", key, folder, s["round"])
+    return runner.Failure(message, "failed", key, folder)
 
 
 # Set by `fedrepro.status`: measure_cells then only records its runs here and runs nothing.
@@ -220,12 +218,6 @@ def _fill_died(outcomes: list, args: list[list[str]], why: str, report) -> list:
             outcomes[i] = _worker_died(args[i], why)
             report(i, outcomes[i])
     return outcomes
-
-
-def store_one_line(exc) -> str:
-    from fedrepro import store
-
-    return store.one_line(exc, limit=200)
 
 
 def _slurm_parameters() -> dict:
@@ -325,7 +317,7 @@ def _launch_ray(args: list[list[str]], jobs: int, threads: int, log, report) -> 
             try:
                 outcomes[i] = ray.get(ref)
             except Exception as exc:  # noqa: BLE001  (worker crashed)
-                outcomes[i] = _worker_died(args[i], f"ray: {store_one_line(exc)}")
+                outcomes[i] = _worker_died(args[i], f"ray: {one_line(exc, limit=200)}")
             report(i, outcomes[i])
         return outcomes
     finally:
@@ -336,7 +328,7 @@ def _launch_ray(args: list[list[str]], jobs: int, threads: int, log, report) -> 
 def launch(args: list[list[str]], *, jobs: int = 1, launcher: Optional[str] = None,
            results_root: str = "results", log: Optional[Callable[[str], None]] = None,
            report: Callable[[int, object], None] = _no_report) -> list:
-    """Run every override list; one outcome each (RunResult or store.Failure), in order.
+    """Run every override list; one outcome each (RunResult or runner.Failure), in order.
 
     local: in this process (jobs = 1) or joblib processes (jobs > 1); joblib: always joblib;
     submitit_local / submitit_slurm: submitit's executors; ray: Ray tasks. Every launcher gives a
@@ -368,7 +360,7 @@ def _stored(args: list[list[str]], labels: list[str], *, owned: bool = True) -> 
     the runs are another target's (owned=False: read, never planned here)."""
     from fedrepro import store
     from fedrepro.config import run_key
-    from fedrepro.run import RunResult
+    from fedrepro.runner import Failure, RunResult
 
     plan = _PLAN if owned else None
     why = ("DataError: planning only (fedrepro.status)" if plan is not None
@@ -382,7 +374,7 @@ def _stored(args: list[list[str]], labels: list[str], *, owned: bool = True) -> 
         folder = store.run_dir(cfg.results_root, key)
         s = store.done_summary(folder)
         outcomes.append(RunResult(key, folder, s, reused=True) if s is not None
-                        else store.Failure(why, "not run", key, folder))
+                        else Failure(why, "not run", key, folder))
     return outcomes
 
 
@@ -432,9 +424,9 @@ class _Progress:
             self.say(f"{sum(self.counts.values())} runs in {fmt_duration(time.perf_counter() - self.t0)}: {kinds}")
 
     def __call__(self, i: int, outcome) -> None:
-        from fedrepro import store
+        from fedrepro.runner import Failure
 
-        failed = isinstance(outcome, store.Failure)
+        failed = isinstance(outcome, Failure)
         kind = outcome.kind if failed else "reused" if outcome.reused else "ran"
         self.counts[kind] += 1
         self.bar.update(1)
@@ -443,12 +435,12 @@ class _Progress:
     @staticmethod
     def detail(outcome) -> str:
         """'KEY (finished, test acc 0.9123, 12.3 s)'; a failure's key, error and round."""
-        from fedrepro import store
+        from fedrepro.runner import Failure
 
-        if isinstance(outcome, store.Failure):
+        if isinstance(outcome, Failure):
             where = f"{outcome.key} " if outcome.key else ""
             at = f", round {outcome.round}" if outcome.round is not None else ""
-            return f"{where}({store.one_line(outcome.message, 200)}{at})"
+            return f"{where}({one_line(outcome.message, 200)}{at})"
         s = outcome.summary
         wall = "" if outcome.reused else f", {fmt_wall((s.get('setup_seconds') or 0) + (s.get('train_seconds') or 0))}"
         return f"{outcome.key} ({s.get('status')}, {headline(s)}{wall})"
@@ -489,7 +481,7 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
     A run that fails is recorded in the results store and its cell shows "failed" with the
     error; the other runs go on. Each run's end is told as it comes (`_Progress`) through this
     module's logger, or to `log` when given. Returns (ours frame, {cell index: [RunResult]})."""
-    from fedrepro.store import Failure
+    from fedrepro.runner import Failure
 
     tasks = [(i, seed) for i, cell in enumerate(cells) if not cell.not_run for seed in range(seeds)]
 
