@@ -32,10 +32,11 @@ def least_squares_problem(num_clients=10, n=40, d=5, seed=0):
 
 
 def run_convex(algorithm, x, y, idx, *, rounds, local_steps, lr, batch_size=None, rate=1.0, seed=0,
-               trace=None):
+               trace=None, sampling="bernoulli"):
     """Run `algorithm` through RoundLoop on the problem; returns the final server model.
 
-    `trace`, a list, receives the server model after every round."""
+    `sampling`: "bernoulli" (each client joins with probability `rate`) or "fixed" (exactly
+    round(rate * N) clients a round). `trace`, a list, receives the server model after every round."""
     d = x.shape[1]
     model = FlatModel(nn.Linear(d, 1, bias=False).double(), loss="squared")
     theta0 = torch.zeros(d, dtype=torch.float64)
@@ -48,7 +49,7 @@ def run_convex(algorithm, x, y, idx, *, rounds, local_steps, lr, batch_size=None
                     eval_every=rounds, max_test_samples=None, max_train_eval_samples=None)
     loop = RoundLoop(model=model, algorithm=algorithm, executor=executor, ledger=Ledger(d),
                      client_sizes=sizes, theta0=theta0, eff=eff,
-                     schedule=Schedule(lr, 1.0, batch, "bernoulli", rate, None, seed),
+                     schedule=Schedule(lr, 1.0, batch, sampling, rate, None, seed),
                      eval_data=EvalData(x, y, x, y))
     def on_row(row):
         if trace is not None:
