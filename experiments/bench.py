@@ -32,6 +32,15 @@ forward and backward matrix products the step computes; the LSTM's gate products
 not see, are added as 3 x 2 x batch x length x gate weights), so GFLOP/s and the fraction of the
 matmul rate compare like with like. Writes <out>/bench.csv and bench.md. With --profile paper
 it also projects the wall time of FedElasticNet Table 2's MNIST rows on the fast path.
+
+Paper-setting rounds (experiments/bench_round.py): `--rounds` rounds (default 5) of FedDyn's
+MNIST setting for FedDyn and FedAvg at 1 and 2 threads, each time a reference loop written like
+the papers' code (DataLoader over a TensorDataset, nn.Module, torch.optim.SGD with weight decay,
+clipping, FedDyn's penalty over the parameter list each step, two models evaluated on the full
+test and training sets a round) and then fedrepro (`profile=paper`, `executor=auto`) on the same
+data, split, clients and batches: rows `round_reference` and `round_fedrepro` of bench.csv
+(`seconds_per_round`, `speedup` = reference / fedrepro) and a table in bench.md.
+`--only rounds` runs this part alone (`--only rounds,mnist_mlp_p10` with that workload).
 """
 from __future__ import annotations
 
@@ -322,9 +331,18 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default=os.environ.get("PROFILE", "quick"), choices=["smoke", "quick", "paper"])
     ap.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
     ap.add_argument("--out", default=os.path.join(os.environ.get("FEDREPRO_RESULTS", "results"), "bench"))
-    ap.add_argument("--only", default=None, help="comma-separated workload names")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated workload names, and/or 'rounds' for the paper-setting rounds")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds a side of the paper-setting comparison (default 5; 1 with --profile smoke)")
+    ap.add_argument("--round-algorithms", default="feddyn,fedavg", help="algorithms of the paper-setting rounds")
+    ap.add_argument("--round-threads", default="1,2", help="thread counts of the paper-setting rounds")
+    ap.add_argument("--reference-eval-models", type=int, default=2, choices=[2, 3],
+                    help="models the reference loop evaluates a round (2: the papers' code; 3: as fedrepro)")
     args = ap.parse_args(argv)
     seconds = 0.5 if args.profile == "smoke" else args.seconds
+    rounds = args.rounds if args.rounds is not None else (1 if args.profile == "smoke" else 5)
+    only = set(args.only.split(",")) if args.only else None
     threads = torch.get_num_threads()
     peak = matmul_rate(seconds)
     log.info(f"{platform.node()} {platform.processor() or platform.machine()}, torch {torch.__version__}, "
@@ -332,8 +350,8 @@ def main(argv=None) -> int:
     log.info(f"matmul 2048^2 float32: {peak / 1e9:.1f} GFLOP/s")
     rows = []
     chosen = workloads(os.environ.get("FEDREPRO_DATA_ROOT"))
-    if args.only:
-        chosen = [w for w in chosen if w.name in args.only.split(",")]
+    if only:
+        chosen = [w for w in chosen if w.name in only]
     for w in chosen:
         flops = step_flops(w)
         batched = w.model["name"] in BATCHED_MODELS
@@ -381,18 +399,38 @@ def main(argv=None) -> int:
         log.info(f"evaluation {w.name}: " + ", ".join(f"batch {b} {r:.0f}" for b, r in rates.items())
                  + f" samples/s; evaluates at batch {used} ({rates.get(used, float('nan')) / rates[best]:.0%} of "
                  f"the best, batch {best})")
+    round_rows = []
+    if only is None or "rounds" in only:
+        from experiments.bench_round import round_rows as paper_round_rows
+
+        round_rows = paper_round_rows(os.environ.get("FEDREPRO_DATA_ROOT"), rounds,
+                                      algorithms=tuple(args.round_algorithms.split(",")),
+                                      threads=tuple(int(n) for n in args.round_threads.split(",")),
+                                      eval_models=args.reference_eval_models)
+    date = time.strftime("%Y-%m-%d")
     frame = pd.DataFrame(rows)
     frame["matmul_gflops"] = peak / 1e9
     frame["threads"] = threads
-    frame["date"] = time.strftime("%Y-%m-%d")
+    frame["date"] = date
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out / "bench.csv", index=False)
-    pd.DataFrame(eval_rows).assign(threads=threads, date=frame["date"].iloc[0]).to_csv(out / "bench_eval.csv",
-                                                                                      index=False)
-    md = markdown(frame, peak, threads) + eval_markdown(eval_rows)
+    # the round rows (carrying their own thread count) after the throughput rows, their extra columns last
+    rounds_frame = pd.DataFrame(round_rows).assign(matmul_gflops=peak / 1e9, date=date) if round_rows else None
+    csv = frame if rounds_frame is None else rounds_frame if frame.empty else pd.concat(
+        [frame, rounds_frame], ignore_index=True)
+    columns = list(frame.columns) if not frame.empty else []
+    csv[columns + [c for c in csv.columns if c not in columns]].to_csv(out / "bench.csv", index=False)
+    pd.DataFrame(eval_rows).assign(threads=threads, date=date).to_csv(out / "bench_eval.csv", index=False)
+    md = (markdown(frame, peak, threads) if rows else f"### make bench ({date}, {platform.machine()})\n")
+    md += eval_markdown(eval_rows)
+    if round_rows:
+        from experiments.bench_round import rounds_markdown
+
+        md += rounds_markdown(round_rows, rounds)
     if args.profile == "paper":
-        b10 = Workload("mnist_mlp_p10_b10", {"name": "mlp", "hidden": [200, 200]}, chosen[0].x, chosen[0].y,
+        # the generated MNIST-shaped data (regenerated when --only chose no MNIST workload)
+        mnist = next((w for w in chosen if w.name == "mnist_mlp_p10"), None) or workloads(None)[0]
+        b10 = Workload("mnist_mlp_p10_b10", {"name": "mlp", "hidden": [200, 200]}, mnist.x, mnist.y,
                        100, 600, 10, 0.1, "generated MNIST-shaped")
         rate = executor_rate(b10, "batched", seconds)
         proj = fen_table2_projection(rate)
