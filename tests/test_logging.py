@@ -174,3 +174,12 @@ def test_the_package_prints_only_its_commands_products():
              for function, line in _prints(path)
              if (str(path.relative_to(ROOT)), function) not in PRINTS]
     assert stray == [], "print outside a command's product (log it instead): " + ", ".join(stray)
+
+
+def test_a_bad_log_level_is_one_line_naming_the_choices(monkeypatch, capsys):
+    from fedrepro.reports.cli import run_target
+
+    monkeypatch.setenv("FEDREPRO_LOG_LEVEL", "loud")
+    assert run_target(lambda: 0) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "fedrepro: error: FEDREPRO_LOG_LEVEL=loud is invalid: choose one of DEBUG, INFO, WARNING, ERROR, CRITICAL"

@@ -65,6 +65,7 @@ def table_parser(description: str) -> argparse.ArgumentParser:
 
 
 LOG_LEVEL_ENV = "FEDREPRO_LOG_LEVEL"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def setup_logging() -> None:
@@ -73,13 +74,19 @@ def setup_logging() -> None:
     configured already (the root logger has a handler: Hydra's job logging, pytest, an
     embedding application), which is then left as it is. The root logger stays at WARNING, so
     other libraries' INFO lines stay out."""
+    from fedrepro.errors import ConfigError
+
+    level = os.environ.get(LOG_LEVEL_ENV, "INFO").upper()
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"{LOG_LEVEL_ENV}={os.environ[LOG_LEVEL_ENV]} is invalid: choose one of "
+                          f"{', '.join(LOG_LEVELS)}")
     root = logging.getLogger()
     if root.handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
     root.addHandler(handler)
-    logging.getLogger("fedrepro").setLevel(os.environ.get(LOG_LEVEL_ENV, "INFO").upper())
+    logging.getLogger("fedrepro").setLevel(level)
 
 
 def fmt_wall(seconds: Optional[float]) -> str:
@@ -101,8 +108,8 @@ def run_target(main: Callable[[], int]) -> int:
     exception is a bug and keeps its traceback. Logging is set up first (`setup_logging`)."""
     from fedrepro.errors import FedreproError
 
-    setup_logging()
     try:
+        setup_logging()  # inside: a bad FEDREPRO_LOG_LEVEL is one line too
         return main()
     except FedreproError as exc:
         print(f"fedrepro: error: {exc}", file=sys.stderr)
