@@ -1,14 +1,18 @@
 """Structured configs: the schema behind `conf/`, its validation, and the run's identity.
 
 Hydra composes `conf/config.yaml` with one choice per config group; every group's YAML
-extends a dataclass stored here (`schema/<group>/<name>`), so a misspelled key fails at
+extends a dataclass stored as `schema/<group>/<name>`, so a misspelled key fails at
 start ("Key 'mux' not in 'FedProxConfig'") and an unknown choice lists the valid ones.
+The algorithms' dataclasses live beside their algorithms (fedrepro/algorithms/, one module
+each): the registry (fedrepro/algorithms/registry.py) gives their schemas, the ranges and
+choices of their fields, and their capabilities; this module names no algorithm.
 `validate` then checks values (every number finite and in its range, enumerations) and
 raises ConfigError naming the valid values. `run_key` hashes what determines a run's
 result (not where it is logged).
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -20,11 +24,12 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import II, MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
+from fedrepro.algorithms import registry
+from fedrepro.algorithms.base import AlgorithmConfig
 from fedrepro.errors import ConfigError
-from fedrepro.settings import (ALGORITHM_CHOICES, INITS, LABEL_MODES, LOSS_SCALES, NOT_ATTACKABLE,
-                               Effective)
+from fedrepro.settings import INITS, LABEL_MODES, LOSS_SCALES, Effective
 
 
 @dataclass
@@ -160,144 +165,6 @@ class LoggerConfig:
 
 
 @dataclass
-class AlgorithmConfig:
-    name: str = MISSING
-
-
-@dataclass
-class FedAvgConfig(AlgorithmConfig):
-    name: str = "fedavg"
-
-
-@dataclass
-class FedProxConfig(AlgorithmConfig):
-    """FedProx; with lambda1 / epsilon > 0, FedElasticNet Algorithm 1 (lambda2 = mu)."""
-
-    name: str = "fedprox"
-    mu: float = 1e-4  # l2 / proximal weight: mu/2 ||w - theta_server||^2
-    lambda1: float = 0.0  # l1 weight on the local update
-    epsilon: float = 0.0  # entries of the sent update with |x| <= epsilon become 0
-
-
-@dataclass
-class ScaffoldConfig(AlgorithmConfig):
-    """SCAFFOLD option II; with lambda1 / lambda2 / epsilon, FedElasticNet Algorithm 2."""
-
-    name: str = "scaffold"
-    lambda1: float = 0.0
-    lambda2: float = 0.0
-    epsilon: float = 0.0
-    global_lr: float = 1.0
-
-
-@dataclass
-class FedDynConfig(AlgorithmConfig):
-    """FedDyn; with lambda1 / epsilon and transmit=update, FedElasticNet Algorithm 3."""
-
-    name: str = "feddyn"
-    alpha: float = 1e-2  # the dynamic regularizer's weight (lambda2 in FedElasticNet)
-    lambda1: float = 0.0
-    epsilon: float = 0.0
-    transmit: str = "model"  # model (theta_k, as published) | update (Delta_k)
-
-
-@dataclass
-class FedSplitConfig(AlgorithmConfig):
-    name: str = "fedsplit"
-    step: float = 1.0  # s of prox_{s L_k}
-    server: str = "act"  # act (mean of active clients) | all (mean of every client)
-
-
-@dataclass
-class DSGDConfig(AlgorithmConfig):
-    name: str = "dsgd"
-
-
-@dataclass
-class ScaffoldProxConfig(ScaffoldConfig):
-    """SCAFFOLD-Prox (LoSAC V-E): a proximal step after every local step (docs/losac.md)."""
-
-    name: str = "scaffold_prox"
-    prox: str = "nuclear"  # none | l1 | nuclear
-    prox_weight: float = 0.0  # lambda of Psi = lambda ||x||_1 or lambda ||X||_*
-    prox_shape: Optional[list[int]] = None  # nuclear: the matrix shape of the flat model, e.g. [64, 64]
-
-
-@dataclass
-class FedSagaConfig(AlgorithmConfig):
-    """LoSAC Algorithm 1: local SAGA over M fixed data blocks (docs/losac.md)."""
-
-    name: str = "fedsaga"
-    blocks: int = 5  # M: blocks per client = stored gradients per client
-    scaling: str = "consistent"  # consistent (docs/losac.md) | literal (eq. (9) and x += 1/N sum as printed)
-
-
-@dataclass
-class LosacConfig(AlgorithmConfig):
-    """LoSAC Algorithm 2; with prox != none, LoSAC-Prox (Sec. III-C)."""
-
-    name: str = "losac"
-    blocks: int = 5
-    scaling: str = "consistent"  # consistent | literal (eqs. (11), (13) as printed)
-    prox: str = "none"  # none | l1 | nuclear
-    prox_weight: float = 0.0
-    prox_shape: Optional[list[int]] = None
-
-
-@dataclass
-class MimeSVRGConfig(AlgorithmConfig):
-    """Mime with the SVRG correction: full gradients at x first, then local steps."""
-
-    name: str = "mimesvrg"
-    blocks: Optional[int] = 5  # M fixed blocks as the step's batch; null: train.batch_size batches
-
-
-@dataclass
-class L2GDConfig(AlgorithmConfig):
-    """Compressed L2GD (Algorithm 1 of the L2GD paper; docs/l2gd.md). One round = one iteration,
-    every client every round (participation=p100); eta = train.lr; C_i = compressor.name,
-    C_M = compressor.downlink."""
-
-    name: str = "l2gd"
-    p: float = 0.65  # probability of an aggregation step (xi_k = 1)
-    lam: float = 10.0  # lambda of problem (1): h = (1/n) sum lambda/2 ||x_i - xbar||^2
-    weighting: str = "uniform"  # uniform (f_i = L_i, problem (1)) | data (section 7.2: f_i = n_i/N L_i)
-    coin_seed: int = II("seed")  # the coins xi_k come from generator(coin_seed, "l2gd-coin", k)
-
-
-@dataclass
-class FedAvgMConfig(AlgorithmConfig):
-    """FedOpt with server SGD + momentum (Hsu et al.'s FedAvgM); momentum 0, server_lr 1 = FedAvg."""
-
-    name: str = "fedavgm"
-    server_lr: float = 1.0
-    momentum: float = 0.9  # m = momentum m + Delta; x += server_lr m
-
-
-@dataclass
-class FedAdaptiveConfig(AlgorithmConfig):
-    """FedAdam / FedAdagrad / FedYogi (Reddi et al., Algorithm 2); the name picks the server
-    optimizer. FedAdagrad ignores beta2."""
-
-    name: str = "fedadam"  # fedadam | fedadagrad | fedyogi
-    server_lr: float = 0.01
-    beta1: float = 0.9
-    beta2: float = 0.99
-    tau: float = 1.0e-3  # adaptivity: x += server_lr m / (sqrt(v) + tau); v starts at tau^2
-
-
-@dataclass
-class CentralizedConfig(AlgorithmConfig):
-    """The papers' centralized baseline: one model trained on the pooled training data
-    (a LightningModule and a Lightning Trainer), lr = train.lr, batch = train.batch_size."""
-
-    name: str = "centralized"
-    epochs: int = 150
-    lr_step_every: Optional[int] = 50  # epochs between lr multiplications by lr_step_factor
-    lr_step_factor: float = 0.5  # FedDyn MNIST: halved every 50 epochs
-
-
-@dataclass
 class AttackConfig:
     """An attack on one client's upload during the run (fedrepro/attacks/upload.py). The defaults
     are LoSAC Sec. V-D's DLG: client 1's round-5 upload, 100 GD steps of eta_d = 1e-3."""
@@ -363,16 +230,13 @@ class Config:
     results_root: str = "results"
 
 
+# The schemas of every group but `algorithm`, whose schemas are the registered algorithms' configs
+# (`schemas()`: `schema/algorithm/<name>` for every registered name).
 SCHEMAS: dict[str, dict[str, type]] = {
     "dataset": {"dataset": DatasetConfig, "shakespeare": ShakespeareConfig, "binary_view": BinaryViewConfig,
                 "libsvm": LibsvmConfig, "synthetic_feddyn": SyntheticFedDynConfig, "lowrank": LowRankConfig},
     "split": {"split": SplitConfig},
     "model": {"model": ModelConfig},
-    "algorithm": {"fedavg": FedAvgConfig, "fedprox": FedProxConfig, "scaffold": ScaffoldConfig,
-                  "feddyn": FedDynConfig, "fedsplit": FedSplitConfig, "dsgd": DSGDConfig,
-                  "centralized": CentralizedConfig, "scaffold_prox": ScaffoldProxConfig,
-                  "fedsaga": FedSagaConfig, "losac": LosacConfig, "mimesvrg": MimeSVRGConfig,
-                  "l2gd": L2GDConfig, "fedavgm": FedAvgMConfig, "fedadaptive": FedAdaptiveConfig},
     "participation": {"participation": ParticipationConfig},
     "compressor": {"compressor": CompressorConfig},
     "attack": {"attack": AttackConfig},
@@ -381,11 +245,17 @@ SCHEMAS: dict[str, dict[str, type]] = {
 }
 
 
+def schemas() -> dict[str, dict[str, type]]:
+    """SCHEMAS with the `algorithm` group: each registered name's config dataclass."""
+    algorithms = {name: e.config for name, e in registry.entries().items()}
+    return {**SCHEMAS, "algorithm": algorithms}
+
+
 def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
-    for group, schemas in SCHEMAS.items():
-        for name, node in schemas.items():
+    for group, named in schemas().items():
+        for name, node in named.items():
             cs.store(group=f"schema/{group}", name=name, node=node)
 
 
@@ -413,14 +283,13 @@ CHOICES = {
     "metrics.entropy": ("pooled", "per_client"),
     "metrics.lossless": ("zstd", "lzma", "none"),
 }
-# FedOpt's server optimizers by algorithm name (fedrepro/algorithms/fedopt.py holds the same names).
-FEDOPT_NAMES = ("fedavgm", "fedadam", "fedadagrad", "fedyogi")
 
 
 # The allowed range of every numeric key: "> 0", ">= 1", or an interval "(0, 1]". Keys a
-# config lacks (another algorithm's or dataset's) are skipped; null passes where the schema
-# allows it (NULL_MEANS says what it means). Keys left out (seed, coin_seed, dataset.mean)
-# take any finite value. Counts are ints, so ">= 1" is their "> 0".
+# config lacks (another dataset's) are skipped; null passes where the schema allows it
+# (NULL_MEANS says what it means). Keys left out (seed, dataset.mean) take any finite value.
+# Counts are ints, so ">= 1" is their "> 0". The algorithm's keys are declared on its config's
+# fields (`param(range=..., null=..., note=...)`, fedrepro/algorithms/base.py): `algorithm_rules`.
 RANGES: dict[str, str] = {
     "train.num_clients": ">= 1", "train.rounds": ">= 1", "train.local_epochs": ">= 0",
     "train.local_steps": ">= 1", "train.batch_size": ">= 1", "train.lr": "> 0",
@@ -435,13 +304,6 @@ RANGES: dict[str, str] = {
     "compressor.keep_prob": "(0, 1]", "compressor.epsilon": ">= 0",
     **{f"profile.{key}": ">= 1" for key in ("max_rounds", "max_local_epochs", "max_local_steps",
                                             "max_test_samples", "max_train_eval_samples", "min_eval_every")},
-    # penalties and thresholds
-    **{f"algorithm.{key}": ">= 0" for key in ("mu", "lambda1", "lambda2", "epsilon", "prox_weight", "lam")},
-    # weights and step sizes
-    **{f"algorithm.{key}": "> 0" for key in ("alpha", "global_lr", "step", "server_lr", "tau")},
-    "algorithm.epochs": ">= 1", "algorithm.lr_step_every": ">= 1", "algorithm.lr_step_factor": "(0, 1]",
-    "algorithm.blocks": ">= 1", "algorithm.p": "(0, 1)",
-    **{f"algorithm.{key}": "[0, 1)" for key in ("momentum", "beta1", "beta2")},
     "attack.client": ">= 0", "attack.round": ">= 1", "attack.iterations": ">= 0", "attack.lr": "> 0",
     # dataset generators' options (fedrepro/data/synthetic.py, shakespeare.py); seeds feed numpy's
     # default_rng, which refuses negative ones
@@ -456,8 +318,7 @@ RANGES: dict[str, str] = {
 NULL_MEANS = {
     "train.local_steps": "local_epochs instead", "train.clip_norm": "no clipping",
     "train.checkpoint_minutes": "no timed checkpoints", "participation.cohort_size": "from rate",
-    "compressor.k": "from k_fraction", "algorithm.lr_step_every": "constant lr",
-    "algorithm.blocks": "train.batch_size batches",
+    "compressor.k": "from k_fraction",
     **{f"profile.{key}": "no cap" for key in ("max_rounds", "max_local_epochs", "max_local_steps",
                                               "max_test_samples", "max_train_eval_samples", "min_eval_every")},
 }
@@ -477,14 +338,29 @@ def _admits(spec: str, value: float) -> bool:
     return (lo <= value if spec[0] == "[" else lo < value) and (value <= hi if spec[-1] == "]" else value < hi)
 
 
-def _allowed(key: str, finite: bool = False) -> str:
-    """What `key` may be, as the error message says it."""
-    spec = RANGES.get(key)
+def algorithm_rules(name: str) -> tuple[dict[str, str], dict[str, str], dict[str, tuple], dict[str, str]]:
+    """The ranges, null meanings, choices and notes of algorithm `name`'s keys ("algorithm.mu": ...),
+    from its config's fields (`param`). Empty for a name nothing registered."""
+    found = registry.entries().get(name)
+    if found is None:
+        return {}, {}, {}, {}
+    return tuple({f"algorithm.{key}": value for key, value in found.declared(what).items()}
+                 for what in ("range", "null", "choices", "note"))
+
+
+def _allowed(key: str, finite: bool = False, cfg: Optional[DictConfig] = None) -> str:
+    """What `key` may be, as the error message says it (`cfg` names the algorithm of algorithm.* keys)."""
+    ranges, nulls, notes = RANGES, NULL_MEANS, {}
+    if cfg is not None and key.startswith("algorithm."):
+        ranges, nulls, _, notes = algorithm_rules(_get(cfg, "algorithm.name"))
+    spec = ranges.get(key)
     text = "a finite number" if finite else ""
     if spec is not None:
         text = f"{text} {'in ' if spec[0] in '([' else ''}{spec}".strip()
-    if key in NULL_MEANS:
-        text += f", or null ({NULL_MEANS[key]})"
+    if key in nulls:
+        text += f", or null ({nulls[key]})"
+    if key in notes:
+        text += f": {notes[key]}"
     return text
 
 
@@ -505,16 +381,33 @@ def _check_finite(cfg: DictConfig) -> None:
     # is False) and would surface only as a diverged round.
     for key, value in _leaves(OmegaConf.to_container(cfg, resolve=True)):
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{key}={value} is invalid: it must be {_allowed(key, finite=True)}")
+            raise ConfigError(f"{key}={value} is invalid: it must be {_allowed(key, finite=True, cfg=cfg)}")
 
 
 def _check_ranges(cfg: DictConfig) -> None:
-    for key, spec in RANGES.items():
+    for key, spec in {**RANGES, **algorithm_rules(cfg.algorithm.name)[0]}.items():
         value = OmegaConf.select(cfg, key, default=_ABSENT)
         if value is _ABSENT or value is None:  # not this config's key, or null where the schema allows it
             continue
         if not _admits(spec, value):
-            raise ConfigError(f"{key}={value} is invalid: it must be {_allowed(key)}")
+            raise ConfigError(f"{key}={value} is invalid: it must be {_allowed(key, cfg=cfg)}")
+
+
+def _validate_algorithm(cfg: DictConfig) -> None:
+    """The algorithm's own rules: registered, its node holds its config's keys, its fields' choices,
+    and its `check_config`."""
+    name = cfg.algorithm.name
+    found = registry.entry(name)
+    keys, declared = set(cfg.algorithm), {f.name for f in dataclasses.fields(found.config)}
+    if keys != declared:
+        raise ConfigError(f"algorithm={name}: its YAML holds the keys {sorted(keys)}, its config "
+                          f"{found.config.__name__} declares {sorted(declared)}: let the YAML extend "
+                          f"/schema/algorithm/{name}@_here_")
+    for key, allowed in algorithm_rules(name)[2].items():
+        value = _get(cfg, key)
+        if value is not None and value not in allowed:
+            raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(allowed)}")
+    found.cls.check_config(OmegaConf.to_container(cfg.algorithm, resolve=True))
 
 
 def validate(cfg: DictConfig) -> None:
@@ -539,17 +432,11 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("model.name=mlp needs model.hidden, e.g. [200, 200]")
     if any(h <= 0 for h in cfg.model.hidden):
         raise ConfigError(f"model.hidden={list(cfg.model.hidden)} must hold positive layer widths")
-    for key, allowed in ALGORITHM_CHOICES.items():
-        value = _get(cfg, f"algorithm.{key}")
-        if value is not None and value not in allowed:
-            raise ConfigError(f"algorithm.{key}={value!r} is not valid; choose one of: {', '.join(allowed)}")
-    if _get(cfg, "algorithm.prox") == "nuclear":
-        shape = _get(cfg, "algorithm.prox_shape")
-        if shape is None or len(shape) != 2 or min(shape) < 1:
-            raise ConfigError(f"algorithm.prox=nuclear needs algorithm.prox_shape=[rows, cols], the matrix "
-                              f"shape of the flat model (e.g. [64, 64]); got {shape}")
+    _validate_algorithm(cfg)
     _validate_compressor(cfg)
-    _validate_l2gd_fedopt(cfg)
+    needs = registry.entry(cfg.algorithm.name).full_participation
+    if needs and not _everyone_takes_part(cfg):
+        raise ConfigError(f"algorithm={cfg.algorithm.name} needs {needs}: use participation=p100")
     _validate_attack(cfg)
     _check_ranges(cfg)
     if cfg.train.executor == "batched" and cfg.model.name not in BATCHED_MODELS:
@@ -564,36 +451,13 @@ def _everyone_takes_part(cfg: DictConfig) -> bool:
     return (p.cohort_size if p.cohort_size is not None else max(1, int(p.rate * m + 0.5))) == m
 
 
-def _validate_l2gd_fedopt(cfg: DictConfig) -> None:
-    a = cfg.algorithm
-    if a.name == "l2gd":
-        if not 0 < a.p < 1:
-            raise ConfigError(f"algorithm.p={a.p} must be in (0, 1): the probability of an aggregation "
-                              f"step (p = 1 never trains locally, p = 0 never aggregates)")
-        if a.lam < 0:
-            raise ConfigError(f"algorithm.lam={a.lam} must be >= 0")
-        if not _everyone_takes_part(cfg):
-            raise ConfigError("algorithm=l2gd needs every client in every iteration (Algorithm 1): "
-                              "use participation=p100")
-    if a.name in FEDOPT_NAMES:
-        if a.server_lr <= 0:
-            raise ConfigError(f"algorithm.server_lr={a.server_lr} must be > 0")
-        for key in ("momentum", "beta1", "beta2"):
-            value = _get(cfg, f"algorithm.{key}")
-            if value is not None and not 0 <= value < 1:
-                raise ConfigError(f"algorithm.{key}={value} must be in [0, 1)")
-        tau = _get(cfg, "algorithm.tau")
-        if tau is not None and tau <= 0:
-            raise ConfigError(f"algorithm.tau={tau} must be > 0 (the adaptivity epsilon)")
-
-
 def _validate_attack(cfg: DictConfig) -> None:
     a = cfg.attack
     if a.name == "none":
         return
-    if cfg.algorithm.name in NOT_ATTACKABLE:
-        raise ConfigError(f"attack={a.name} cannot attack algorithm={cfg.algorithm.name}: "
-                          f"{NOT_ATTACKABLE[cfg.algorithm.name]}; use attack=none")
+    reason = registry.entry(cfg.algorithm.name).not_attackable
+    if reason:
+        raise ConfigError(f"attack={a.name} cannot attack algorithm={cfg.algorithm.name}: {reason}; use attack=none")
     if cfg.compressor.error_feedback == "ef21" and cfg.compressor.name != "none":
         raise ConfigError(f"attack={a.name} with compressor.error_feedback=ef21: the wire carries increments "
                           "of an estimate, not an update the attacker can read; use error_feedback=ef or none")
@@ -644,9 +508,9 @@ def effective(cfg: DictConfig) -> Effective:
 _NOT_IN_KEY = ("logger", "data_root", "results_root")
 
 
-# What the centralized baseline never reads: the federation.
-_NOT_IN_CENTRALIZED = ("split", "participation", "compressor")
-_TRAIN_NOT_IN_CENTRALIZED = ("num_clients", "rounds", "local_epochs", "local_steps", "lr_decay", "eval_every")
+# What an algorithm that is not federated (the centralized baseline) never reads: the federation.
+_NOT_IN_UNFEDERATED = ("split", "participation", "compressor")
+_TRAIN_NOT_IN_UNFEDERATED = ("num_clients", "rounds", "local_epochs", "local_steps", "lr_decay", "eval_every")
 
 
 def identity(cfg: DictConfig) -> dict:
@@ -670,26 +534,27 @@ def identity(cfg: DictConfig) -> dict:
         data.pop("attack")
     if isinstance(data.get("metrics"), dict) and data["metrics"].get("lossless") == MetricsConfig.lossless:
         data["metrics"].pop("lossless")
-    if data["algorithm"]["name"] == "centralized":
-        for key in _NOT_IN_CENTRALIZED:
+    if not registry.entry(data["algorithm"]["name"]).federated:
+        for key in _NOT_IN_UNFEDERATED:
             data.pop(key, None)
-        for key in _TRAIN_NOT_IN_CENTRALIZED:
+        for key in _TRAIN_NOT_IN_UNFEDERATED:
             data["train"].pop(key, None)
     return data
 
 
-# The models the batched executor trains (fedrepro/engine/batched.py), and the algorithms whose
-# local steps it leaves to the sequential executor (a LocalRule or a prox after every step).
+# The models the batched executor trains (fedrepro/engine/batched.py). The algorithms whose local
+# steps it leaves to the sequential executor (a LocalRule or a prox after every step) say so
+# themselves (`per_step_rule`).
 BATCHED_MODELS = ("mlp", "logistic", "binary_logistic")
-PER_STEP_RULE_ALGORITHMS = ("fedsaga", "losac", "mimesvrg", "scaffold_prox")
 AUGMENTED_DATASETS = ("cifar10", "cifar100")
 
 
 def resolved_executor(cfg: DictConfig) -> str:
     """train.executor with `auto` decided: batched where it serves the run, else sequential."""
     choice = cfg.train.executor
-    servable = (cfg.model.name in BATCHED_MODELS and cfg.algorithm.name not in PER_STEP_RULE_ALGORITHMS
-                and cfg.dataset.name not in AUGMENTED_DATASETS and cfg.algorithm.name != "centralized")
+    algorithm = registry.entry(cfg.algorithm.name)
+    servable = (cfg.model.name in BATCHED_MODELS and not algorithm.per_step_rule
+                and cfg.dataset.name not in AUGMENTED_DATASETS and algorithm.federated)
     if choice == "auto":
         return "batched" if servable else "sequential"
     return choice

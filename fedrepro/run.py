@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from fedrepro import store
 from fedrepro.algorithms import Federation, build_algorithm
+from fedrepro.algorithms.registry import entry
 from fedrepro.attacks.upload import upload_attack
 from fedrepro.compression import build_channel
 from fedrepro.config import effective, resolved_executor
@@ -65,7 +66,7 @@ def profile_caps(cfg: DictConfig) -> str:
     'profile=paper: nothing capped'."""
     p, t, eff = cfg.profile, cfg.train, effective(cfg)
     caps = []
-    if cfg.algorithm.name == "centralized":  # an epoch stands for a round (fedrepro/centralized.py)
+    if not entry(cfg.algorithm.name).federated:  # centralized: an epoch stands for a round (fedrepro/centralized.py)
         epochs = cfg.algorithm.epochs
         if p.max_rounds is not None and p.max_rounds < epochs:
             caps.append(f"epochs {epochs} -> {p.max_rounds}")

@@ -24,6 +24,7 @@ from typing import Optional
 from omegaconf import DictConfig, OmegaConf
 
 from fedrepro import run, store
+from fedrepro.algorithms.registry import entry
 from fedrepro.config import run_key, validate
 from fedrepro.errors import DataError, FedreproError, one_line
 from fedrepro.metrics.ledger import Ledger
@@ -53,7 +54,7 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
         run.announce(cfg, key, folder, quiet, reused=True)
         return RunResult(key, folder, done, reused=True)
     run.announce(cfg, key, folder, quiet)
-    if cfg.algorithm.name == "centralized":
+    if not entry(cfg.algorithm.name).federated:
         from fedrepro.centralized import run_centralized  # Lightning's Trainer: loaded when needed
 
         summary = run_centralized(cfg, key, folder, quiet=quiet, figure=_centralized_figure)

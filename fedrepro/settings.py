@@ -1,33 +1,17 @@
 """Settings shared across layers, with no dependencies of their own: `config` validates and builds
-them, the engine, the algorithms and the attacks read them, and none of those imports `config`
-(or `config` an attack) to get them.
+them, the engine and the attacks read them, and none of those imports `config` (or `config` an
+attack) to get them. What concerns one algorithm (its parameters' choices and ranges, whether
+DLG can attack it) is declared in its own module (fedrepro/algorithms/registry.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
-# Algorithm keys that only some algorithms have (config checks them when present).
-ALGORITHM_CHOICES = {
-    "transmit": ("model", "update"),
-    "server": ("act", "all"),
-    "scaling": ("consistent", "literal"),  # LoSAC / FedSaga (docs/losac.md)
-    "prox": ("none", "l1", "nuclear"),  # the proximal operators of fedrepro/algorithms/prox.py
-    "weighting": ("uniform", "data"),  # L2GD's f_i (docs/l2gd.md)
-}
-
 # dlg_attack's options (fedrepro/attacks/dlg.py), also attack.label_mode / loss_scale / init.
 LABEL_MODES = ("auto", "known", "infer", "soft")
 LOSS_SCALES = ("mean", "sum")
 INITS = ("normal", "uniform", "zeros")
-
-# Algorithms whose uploads give the attacker no gradient at a model it saw (the reason names
-# what they send instead); every other algorithm uploads one of attacks.upload.OBSERVED's messages.
-NOT_ATTACKABLE = {
-    "centralized": "there is no federation and nothing is uploaded",
-    "l2gd": "clients upload personalized models x_i that no broadcast model anchors",
-    "fedsplit": "clients upload their splitting variables z_i, not models or gradients",
-}
 
 
 @dataclass(frozen=True)

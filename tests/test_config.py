@@ -7,6 +7,7 @@ import pytest
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
+from fedrepro.algorithms import registry
 from fedrepro.config import CONF_DIR, RANGES, SCHEMAS, Config, compose_config, effective, run_key, validate
 from fedrepro.errors import ConfigError
 
@@ -127,6 +128,11 @@ def test_every_numeric_field_has_a_range():
     keys |= {name for name, tp in top.items() if _numeric(tp)}
     assert keys - _ANY_FINITE <= set(RANGES), sorted(keys - _ANY_FINITE - set(RANGES))
     assert set(RANGES) <= keys, sorted(set(RANGES) - keys)
+    # the algorithms' fields declare theirs (`param(range=...)`, fedrepro/algorithms/base.py)
+    for name, entry in registry.entries().items():
+        hints = typing.get_type_hints(entry.config)
+        lacking = [f"algorithm.{key}" for key in entry.params() if _numeric(hints[key]) and key not in entry.ranges]
+        assert set(lacking) <= _ANY_FINITE, (name, lacking)
 
 
 def test_every_conf_option_validates():

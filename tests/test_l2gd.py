@@ -15,7 +15,8 @@ from fedrepro.algorithms.l2gd import (L2GD, WEIGHTINGS, bits_per_client, communi
                                       empirical_optimum, gamma, logistic_constants, main, optimal_p, p_A_communication,
                                       p_A_rate, p_e)
 from fedrepro.compression import Channel, Natural
-from fedrepro.config import ALGORITHM_CHOICES, Effective, compose_config, validate
+from fedrepro.algorithms.registry import entry
+from fedrepro.config import Effective, compose_config, validate
 from fedrepro.engine.evaluate import Personalized, personalized_metrics
 from fedrepro.engine.local import SequentialExecutor
 from fedrepro.engine.loop import EvalData, RoundLoop, Schedule
@@ -291,7 +292,7 @@ def test_l2gd_needs_every_client():
     with pytest.raises(ConfigError, match="participation=p100"):
         validate(compose_config(["algorithm=l2gd", "participation=p10"]))
     validate(compose_config(["algorithm=l2gd", "participation=fixed10", "participation.cohort_size=100"]))
-    assert ALGORITHM_CHOICES["weighting"] == WEIGHTINGS
+    assert entry("l2gd").choices["weighting"] == WEIGHTINGS
 
 
 # -- optimal p ------------------------------------------------------------------------------------------

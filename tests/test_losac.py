@@ -12,7 +12,8 @@ from fedrepro.algorithms import FedAvg
 from fedrepro.algorithms.losac import SCALINGS, FedSaga, LoSAC, MimeSVRG
 from fedrepro.algorithms.prox import PROX_KINDS, make_prox
 from fedrepro.algorithms.scaffold import Scaffold
-from fedrepro.config import ALGORITHM_CHOICES, compose_config, validate
+from fedrepro.algorithms.registry import entry
+from fedrepro.config import compose_config, validate
 from fedrepro.data.synthetic import load_lowrank
 from fedrepro.engine.local import block_choices, block_partition
 from fedrepro.errors import ConfigError
@@ -231,7 +232,7 @@ def test_resume_from_a_checkpoint_equals_an_uninterrupted_run(tmp_path, algorith
 
 
 def test_config_choices_and_validation():
-    assert ALGORITHM_CHOICES["prox"] == PROX_KINDS and ALGORITHM_CHOICES["scaling"] == SCALINGS
+    assert entry("losac").choices == {"scaling": SCALINGS, "prox": PROX_KINDS}
     for name in ("fedsaga", "losac", "losac_prox", "mimesvrg", "scaffold_prox"):
         validate(compose_config([f"algorithm={name}"]))
     assert "prox" not in compose_config(["algorithm=scaffold"]).algorithm  # SCAFFOLD's run keys unchanged

@@ -24,13 +24,21 @@ full gradients at the server model go up, their mean comes back down before loca
 
 The engine owns client sampling, local SGD, the ledger, evaluation and checkpoints; an
 algorithm never counts its own communication.
+
+An algorithm is one module of this package (docs/adding_an_algorithm.md): its class, its
+config dataclass (an `AlgorithmConfig` whose fields declare their ranges and choices with
+`param`), the capabilities below as class attributes, and `@register(...)` from
+fedrepro/algorithms/registry.py. Its state is declared once in `state_fields` and saved and
+restored by `state_dict` / `load_state_dict` here.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
+from omegaconf import MISSING
 
 GradientAt = Callable[[torch.Tensor], torch.Tensor]  # v -> data gradient of the step's batch at v
 
@@ -117,6 +125,73 @@ class Federation:
     client_sizes: torch.Tensor  # (m,) float: n_k
 
 
+# -- configs ----------------------------------------------------------------------------------------
+
+def param(default: Any = MISSING, *, range: Optional[str] = None, choices: Optional[tuple] = None,
+          null: Optional[str] = None, note: Optional[str] = None):
+    """A field of an algorithm's config with what `fedrepro.config.validate` checks about it:
+
+    range    "> 0", ">= 1", or an interval "(0, 1]" (a number outside: "algorithm.mu=-1.0 is
+             invalid: it must be >= 0"); every numeric field needs one, except seeds
+    choices  the values a string may take ("algorithm.transmit='both' is not valid; choose one
+             of: model, update")
+    null     for an Optional field, what null means ("train.batch_size batches")
+    note     said after the range when a value is outside it (what the number is)
+    """
+    meta = {k: v for k, v in (("range", range), ("choices", choices), ("null", null), ("note", note))
+            if v is not None}
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+@dataclass
+class AlgorithmConfig:
+    """The base of every algorithm's config (`conf/algorithm/<name>.yaml` extends one of them)."""
+
+    name: str = MISSING
+
+
+# -- state ------------------------------------------------------------------------------------------
+
+def _saved(value: Any) -> Any:
+    """A state value as a checkpoint holds it (tensors by reference, as torch.save writes them)."""
+    if isinstance(value, torch.Generator):
+        return {"generator_state": value.get_state()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_saved(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _saved(v) for k, v in value.items()}
+    return value
+
+
+def _restored(saved: Any, current: Any) -> Any:
+    """`saved` as the attribute's new value: tensors copied, a generator's state set in place."""
+    if isinstance(current, torch.Generator):
+        current.set_state(saved["generator_state"])
+        return current
+    if torch.is_tensor(saved):
+        return saved.clone()
+    if isinstance(saved, (list, tuple)):
+        olds = current if isinstance(current, (list, tuple)) and len(current) == len(saved) else [None] * len(saved)
+        return type(saved)(_restored(v, o) for v, o in zip(saved, olds))
+    if isinstance(saved, dict):
+        olds = current if isinstance(current, dict) else {}
+        return {k: _restored(v, olds.get(k)) for k, v in saved.items()}
+    return saved
+
+
+def _tensors(value: Any):
+    if torch.is_tensor(value):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
+
+
 class Algorithm:
     name = "base"
     # How "the mean of clients' models" is weighted in evaluation: FedDyn's code weights by
@@ -125,6 +200,50 @@ class Algorithm:
     # Client state that `upload` moved by the message it returned: {message name: attribute
     # holding a (num_clients, d) tensor whose row k moved by that message}; `sent` reads it.
     upload_state: dict[str, str] = {}
+
+    # -- state: the attributes a checkpoint saves, each class listing its own (a subclass adds to
+    # its bases': the saved state is the union along the MRO). Tensors, lists / dicts of them,
+    # numbers and torch.Generator (its state) are saved by `state_dict` and restored by
+    # `load_state_dict`; an attribute that is None is not saved (FedOpt's v under SGD).
+    state_fields: tuple[str, ...] = ("theta",)
+
+    # -- capabilities (read by fedrepro.config: validation, executor, run key; `register` may
+    # override them per name; registry.entry(name).<capability> gives a name's value)
+    # Local steps replace the data gradient (a LocalRule) or take a prox after each step: the
+    # executor `auto` resolves to sequential (config.resolved_executor), never batched.
+    per_step_rule = False
+    # A server optimizer on the averaged update (FedOpt: fedavgm, fedadam, ...).
+    server_optimizer = False
+    # None: attack=dlg can attack its uploads (one of attacks.upload.OBSERVED's messages);
+    # else why not (said in the error: "attack=dlg cannot attack algorithm=X: <reason>").
+    not_attackable: Optional[str] = None
+    # None, or what every client taking part in every round is needed for ("every client in
+    # every iteration (Algorithm 1)"): validate then refuses partial participation.
+    full_participation: Optional[str] = None
+    # False: not a federated algorithm (the centralized baseline): the run key leaves out the
+    # federation's keys, and no round loop runs it (build_algorithm refuses it).
+    federated = True
+
+    @classmethod
+    def from_config(cls, params: dict) -> "Algorithm":
+        """The algorithm of a resolved config node (a dict with `name`): by default the
+        constructor takes every field but `name` as a keyword."""
+        return cls(**{k: v for k, v in params.items() if k != "name"})
+
+    @classmethod
+    def check_config(cls, params: dict) -> None:
+        """Checks across fields that `param`'s range and choices cannot say (raise ConfigError
+        naming the problem and the fix); `params` is the resolved config node."""
+
+    @classmethod
+    def state_names(cls) -> tuple[str, ...]:
+        """Every class's `state_fields` along the MRO, bases first, each name once."""
+        names: list[str] = []
+        for klass in reversed(cls.__mro__):
+            for name in klass.__dict__.get("state_fields", ()):
+                if name not in names:
+                    names.append(name)
+        return tuple(names)
 
     def local_lr(self, lr: float) -> float:
         """The step size of this round's local steps, given the scheduled lr (L2GD: eta / (n (1 - p)))."""
@@ -190,14 +309,22 @@ class Algorithm:
         raise NotImplementedError
 
     def state_dict(self) -> dict:
-        return {"theta": self.theta}
+        """{name: value} of `state_names()` (None values left out): what a checkpoint saves."""
+        values = ((name, getattr(self, name)) for name in self.state_names())
+        return {name: _saved(value) for name, value in values if value is not None}
 
     def load_state_dict(self, state: dict) -> None:
-        self.theta = state["theta"].clone()
+        """Restore what `state_dict` saved (tensors copied: the checkpoint's stay untouched)."""
+        missing = [n for n in self.state_names() if n not in state and getattr(self, n, None) is not None]
+        if missing:
+            raise KeyError(f"{type(self).__name__}'s state lacks {missing} (it holds {sorted(state)})")
+        for name in self.state_names():
+            if name in state:
+                setattr(self, name, _restored(state[name], getattr(self, name, None)))
 
     def memory_bytes(self) -> int:
         """Bytes of the server and client state the algorithm holds (its state_dict's tensors)."""
-        return sum(v.numel() * v.element_size() for v in self.state_dict().values() if torch.is_tensor(v))
+        return sum(v.numel() * v.element_size() for v in _tensors(self.state_dict()))
 
     def client_weights(self, clients: torch.Tensor) -> torch.Tensor:
         """Averaging weights over `clients` (sum to 1) for the evaluated client means."""

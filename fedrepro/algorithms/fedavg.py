@@ -14,9 +14,33 @@ FedElasticNet's Algorithm 1 step 7 read with n = the selected clients' total).
 """
 from __future__ import annotations
 
-from fedrepro.algorithms.base import Algorithm, LocalObjective, threshold
+from dataclasses import dataclass
+
+from fedrepro.algorithms.base import Algorithm, AlgorithmConfig, LocalObjective, param, threshold
+from fedrepro.algorithms.registry import register
 
 
+@dataclass
+class FedAvgConfig(AlgorithmConfig):
+    name: str = "fedavg"
+
+
+@dataclass
+class FedProxConfig(AlgorithmConfig):
+    """FedProx; with lambda1 / epsilon > 0, FedElasticNet Algorithm 1 (lambda2 = mu)."""
+
+    name: str = "fedprox"
+    mu: float = param(1e-4, range=">= 0")  # l2 / proximal weight: mu/2 ||w - theta_server||^2
+    lambda1: float = param(0.0, range=">= 0")  # l1 weight on the local update
+    epsilon: float = param(0.0, range=">= 0")  # entries of the sent update with |x| <= epsilon become 0
+
+
+@dataclass
+class DSGDConfig(AlgorithmConfig):
+    name: str = "dsgd"
+
+
+@register("fedavg", config=FedAvgConfig)
 class FedAvg(Algorithm):
     name = "fedavg"
 
@@ -28,6 +52,7 @@ class FedAvg(Algorithm):
         self.theta = self.theta + self.client_weights(selected).to(delta) @ delta
 
 
+@register("fedprox", "fen_alg1", config=FedProxConfig)
 class FedProx(FedAvg):
     """FedProx; with lambda1 / epsilon > 0 it is FedElasticNet's Algorithm 1."""
 
@@ -43,6 +68,7 @@ class FedProx(FedAvg):
         return {"delta": threshold(w - received["model"], self.epsilon)}
 
 
+@register("dsgd", config=DSGDConfig)
 class DSGD(FedAvg):
     """Distributed SGD: each selected client sends one minibatch gradient at the server model."""
 

@@ -16,13 +16,32 @@ server:  theta = mean_{k in P} theta_k + mean_{all k} lambda_k
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from fedrepro.algorithms.base import Algorithm, LocalObjective, threshold
+from fedrepro.algorithms.base import Algorithm, AlgorithmConfig, LocalObjective, param, threshold
+from fedrepro.algorithms.registry import register
+
+TRANSMITS = ("model", "update")
 
 
+@dataclass
+class FedDynConfig(AlgorithmConfig):
+    """FedDyn; with lambda1 / epsilon and transmit=update, FedElasticNet Algorithm 3."""
+
+    name: str = "feddyn"
+    alpha: float = param(1e-2, range="> 0")  # the dynamic regularizer's weight (lambda2 in FedElasticNet)
+    lambda1: float = param(0.0, range=">= 0")
+    epsilon: float = param(0.0, range=">= 0")
+    # model (theta_k, as published) | update (Delta_k)
+    transmit: str = param("model", choices=TRANSMITS)
+
+
+@register("feddyn", "fen_alg3", config=FedDynConfig)
 class FedDyn(Algorithm):
     name = "feddyn"
+    state_fields = ("memory",)  # lambda_k, with theta
     upload_state = {"delta": "memory", "model": "memory"}  # lambda_k += Delta_k, sent as update or model
     weighted_mean = False
 
@@ -52,9 +71,3 @@ class FedDyn(Algorithm):
         else:
             mean_selected = self.theta + uploads["delta"].mean(0)
         self.theta = mean_selected + self.memory.mean(0)
-
-    def state_dict(self):
-        return {"theta": self.theta, "memory": self.memory}
-
-    def load_state_dict(self, state):
-        self.theta, self.memory = state["theta"].clone(), state["memory"].clone()

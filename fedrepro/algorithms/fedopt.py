@@ -15,16 +15,53 @@ server:   Delta = sum_k (n_k / sum_{j in S} n_j) Delta_k    (FedAvg's data-weigh
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+from fedrepro.algorithms.base import AlgorithmConfig, param
 from fedrepro.algorithms.fedavg import FedAvg
+from fedrepro.algorithms.registry import register
 from fedrepro.errors import ConfigError
 
+# The server optimizer of each algorithm name (the names are registered below).
 SERVER_OPTIMIZERS = {"fedavgm": "sgd", "fedadam": "adam", "fedadagrad": "adagrad", "fedyogi": "yogi"}
+_UNIT = "[0, 1)"
 
 
+@dataclass
+class FedAvgMConfig(AlgorithmConfig):
+    """FedOpt with server SGD + momentum (Hsu et al.'s FedAvgM); momentum 0, server_lr 1 = FedAvg."""
+
+    name: str = "fedavgm"
+    server_lr: float = param(1.0, range="> 0")
+    momentum: float = param(0.9, range=_UNIT)  # m = momentum m + Delta; x += server_lr m
+
+
+@dataclass
+class FedAdaptiveConfig(AlgorithmConfig):
+    """FedAdam / FedAdagrad / FedYogi (Reddi et al., Algorithm 2); the name picks the server
+    optimizer. FedAdagrad ignores beta2."""
+
+    name: str = "fedadam"  # fedadam | fedadagrad | fedyogi
+    server_lr: float = param(0.01, range="> 0")
+    beta1: float = param(0.9, range=_UNIT)
+    beta2: float = param(0.99, range=_UNIT)
+    # adaptivity: x += server_lr m / (sqrt(v) + tau); v starts at tau^2
+    tau: float = param(1.0e-3, range="> 0", note="the adaptivity epsilon")
+
+
+@register("fedavgm", config=FedAvgMConfig)
+@register("fedadam", "fedadagrad", "fedyogi", config=FedAdaptiveConfig)
 class FedOpt(FedAvg):
     name = "fedopt"
+    server_optimizer = True
+    state_fields = ("m", "v")  # v is None under SGD (not saved)
+
+    @classmethod
+    def from_config(cls, params):
+        params = dict(params)
+        return cls(SERVER_OPTIMIZERS[params.pop("name")], **params)
 
     def __init__(self, optimizer: str, server_lr: float = 1.0, momentum: float = 0.0,
                  beta1: float = 0.9, beta2: float = 0.99, tau: float = 1e-3):
@@ -65,14 +102,3 @@ class FedOpt(FedAvg):
         else:  # yogi
             self.v = self.v - (1 - self.beta2) * sq * torch.sign(self.v - sq)
         self.theta = self.theta + self.server_lr * self.m / (self.v.sqrt() + self.tau)
-
-    def state_dict(self):
-        state = {"theta": self.theta, "m": self.m}
-        if self.v is not None:
-            state["v"] = self.v
-        return state
-
-    def load_state_dict(self, state):
-        self.theta, self.m = state["theta"].clone(), state["m"].clone()
-        if "v" in state:
-            self.v = state["v"].clone()

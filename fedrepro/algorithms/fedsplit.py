@@ -11,12 +11,28 @@ server:  x = mean of every client's z_k (server=all, "FedSplit All") or of the r
 """
 from __future__ import annotations
 
-from fedrepro.algorithms.base import Algorithm, LocalObjective
+from dataclasses import dataclass
+
+from fedrepro.algorithms.base import Algorithm, AlgorithmConfig, LocalObjective, param
+from fedrepro.algorithms.registry import register
+
+SERVERS = ("act", "all")
 
 
+@dataclass
+class FedSplitConfig(AlgorithmConfig):
+    name: str = "fedsplit"
+    step: float = param(1.0, range="> 0")  # s of prox_{s L_k}
+    # act (mean of active clients) | all (mean of every client)
+    server: str = param("act", choices=SERVERS)
+
+
+@register("fedsplit", config=FedSplitConfig)
 class FedSplit(Algorithm):
     name = "fedsplit"
     upload_state = {"z": "z"}  # z_k is the message
+    state_fields = ("z",)
+    not_attackable = "clients upload their splitting variables z_i, not models or gradients"
     weighted_mean = False
 
     def __init__(self, step: float, server: str = "act"):
@@ -36,9 +52,3 @@ class FedSplit(Algorithm):
 
     def aggregate(self, selected, uploads):
         self.theta = self.z.mean(0) if self.server == "all" else uploads["z"].mean(0)
-
-    def state_dict(self):
-        return {"theta": self.theta, "z": self.z}
-
-    def load_state_dict(self, state):
-        self.theta, self.z = state["theta"].clone(), state["z"].clone()

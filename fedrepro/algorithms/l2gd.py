@@ -31,15 +31,34 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import torch
+from omegaconf import II
 
-from fedrepro.algorithms.base import Algorithm, LocalObjective, LocalRule, Personalized
+from fedrepro.algorithms.base import Algorithm, AlgorithmConfig, LocalObjective, LocalRule, Personalized, param
+from fedrepro.algorithms.registry import register
 from fedrepro.errors import ConfigError
 from fedrepro.seeding import generator
 
 WEIGHTINGS = ("uniform", "data")
+
+
+@dataclass
+class L2GDConfig(AlgorithmConfig):
+    """Compressed L2GD (Algorithm 1 of the L2GD paper; docs/l2gd.md). One round = one iteration,
+    every client every round (participation=p100); eta = train.lr; C_i = compressor.name,
+    C_M = compressor.downlink."""
+
+    name: str = "l2gd"
+    # probability of an aggregation step (xi_k = 1)
+    p: float = param(0.65, range="(0, 1)", note="the probability of an aggregation step "
+                                                "(p = 1 never trains locally, p = 0 never aggregates)")
+    lam: float = param(10.0, range=">= 0")  # lambda of problem (1): h = (1/n) sum lambda/2 ||x_i - xbar||^2
+    # uniform (f_i = L_i, problem (1)) | data (section 7.2: f_i = n_i/N L_i)
+    weighting: str = param("uniform", choices=WEIGHTINGS)
+    coin_seed: int = II("seed")  # the coins xi_k come from generator(coin_seed, "l2gd-coin", k); any value
 
 
 class _ScaledGradient(LocalRule):
@@ -54,10 +73,14 @@ class _ScaledGradient(LocalRule):
         return g * self.scale
 
 
+@register("l2gd", config=L2GDConfig)
 class L2GD(Algorithm):
     name = "l2gd"
     weighted_mean = True  # the engine's "all" model: the data-weighted average of the x_i (section 7.2)
     upload_state: dict[str, str] = {}  # a client keeps its exact x_i; only the master's average is compressed
+    state_fields = ("x", "xbar")  # the coins are a function of (coin_seed, k): nothing to save
+    full_participation = "every client in every iteration (Algorithm 1)"
+    not_attackable = "clients upload personalized models x_i that no broadcast model anchors"
 
     def __init__(self, p: float, lam: float, coin_seed: int = 0, weighting: str = "uniform"):
         if not 0 < p < 1:
@@ -145,12 +168,6 @@ class L2GD(Algorithm):
         """h(x) = (1/n) sum_i (lambda/2) ||x_i - xbar||^2 at the current x (exact mean)."""
         mean = self.x.mean(0)
         return float(self.lam / 2 * (self.x - mean).pow(2).sum(1).mean())
-
-    def state_dict(self):
-        return {"theta": self.theta, "x": self.x, "xbar": self.xbar}
-
-    def load_state_dict(self, state):
-        self.theta, self.x, self.xbar = (state[k].clone() for k in ("theta", "x", "xbar"))
 
 
 # -- Optimal p (section 6, Theorems 3 and 4, Lemma 7; proofs in A.1.4) ---------------------------------

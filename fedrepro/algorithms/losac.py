@@ -20,17 +20,49 @@ MimeSVRG   phase 1: selected clients send grad f_i(x) (full batch), c = their me
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
-from fedrepro.algorithms.base import Algorithm, LocalObjective, LocalRule
-from fedrepro.algorithms.prox import make_prox
+from fedrepro.algorithms.base import Algorithm, AlgorithmConfig, LocalObjective, LocalRule, param
+from fedrepro.algorithms.prox import PROX_KINDS, check_prox_config, make_prox
+from fedrepro.algorithms.registry import register
 from fedrepro.errors import ConfigError
-from fedrepro.settings import ALGORITHM_CHOICES
 
-SCALINGS = ALGORITHM_CHOICES["scaling"]  # consistent | literal
+SCALINGS = ("consistent", "literal")  # the choices of algorithm.scaling (docs/losac.md)
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class FedSagaConfig(AlgorithmConfig):
+    """LoSAC Algorithm 1: local SAGA over M fixed data blocks (docs/losac.md)."""
+
+    name: str = "fedsaga"
+    blocks: int = param(5, range=">= 1")  # M: blocks per client = stored gradients per client
+    # consistent (docs/losac.md) | literal (eq. (9) and x += 1/N sum as printed)
+    scaling: str = param("consistent", choices=SCALINGS)
+
+
+@dataclass
+class LosacConfig(AlgorithmConfig):
+    """LoSAC Algorithm 2; with prox != none, LoSAC-Prox (Sec. III-C)."""
+
+    name: str = "losac"
+    blocks: int = param(5, range=">= 1")
+    scaling: str = param("consistent", choices=SCALINGS)  # consistent | literal (eqs. (11), (13) as printed)
+    prox: str = param("none", choices=PROX_KINDS)  # none | l1 | nuclear
+    prox_weight: float = param(0.0, range=">= 0")
+    prox_shape: Optional[list[int]] = param(None)
+
+
+@dataclass
+class MimeSVRGConfig(AlgorithmConfig):
+    """Mime with the SVRG correction: full gradients at x first, then local steps."""
+
+    name: str = "mimesvrg"
+    # M fixed blocks as the step's batch; null: train.batch_size batches
+    blocks: Optional[int] = param(5, range=">= 1", null="train.batch_size batches")
 
 
 class SagaRule(LocalRule):
@@ -67,6 +99,12 @@ class _BlockTable(Algorithm):
     """Shared by FedSaga and LoSAC: the (N, M, d) table y, scalings, the optional prox."""
 
     weighted_mean = False  # the objective (6) weights clients uniformly
+    per_step_rule = True  # SAGA's direction (a LocalRule) in every local step
+    state_fields = ("y",)
+
+    @classmethod
+    def check_config(cls, params):
+        check_prox_config(params)
 
     def __init__(self, blocks: int = 5, scaling: str = "consistent", prox: str = "none",
                  prox_weight: float = 0.0, prox_shape=None):
@@ -111,6 +149,7 @@ class _BlockTable(Algorithm):
         self.theta = self.theta + self._move(uploads["delta"])
 
 
+@register("fedsaga", config=FedSagaConfig)
 class FedSaga(_BlockTable):
     name = "fedsaga"
 
@@ -124,15 +163,15 @@ class FedSaga(_BlockTable):
                         u=1.0 if literal else 1.0 / m)
         return LocalObjective(anchor=received["model"], rule=rule, prox=self.prox)
 
-    def state_dict(self):
-        return {"theta": self.theta, "y": self.y}
 
-    def load_state_dict(self, state):
-        self.theta, self.y = state["theta"].clone(), state["y"].clone()
-
-
+@register("losac", config=LosacConfig)
+# losac_prox keeps the run keys it had before this registry, whose list of per-step-rule names
+# missed it: on the batched models they name the batched executor, which runs every job that has
+# a LocalRule through its sequential path, so the numbers are the sequential executor's anyway
+@register("losac_prox", config=LosacConfig, per_step_rule=False)
 class LoSAC(_BlockTable):
     name = "losac"
+    state_fields = ("phi",)
 
     def setup(self, fed, theta0):
         super().setup(fed, theta0)
@@ -162,16 +201,12 @@ class LoSAC(_BlockTable):
             dphi = dphi * (self.fed.num_clients / len(selected))
         self.phi = self.phi + dphi
 
-    def state_dict(self):
-        return {"theta": self.theta, "phi": self.phi, "y": self.y}
 
-    def load_state_dict(self, state):
-        self.theta, self.phi, self.y = (state[k].clone() for k in ("theta", "phi", "y"))
-
-
+@register("mimesvrg", config=MimeSVRGConfig)
 class MimeSVRG(Algorithm):
     name = "mimesvrg"
     weighted_mean = False  # Mime averages the selected clients' models uniformly
+    per_step_rule = True  # the SVRG correction (a LocalRule) in every local step
 
     def __init__(self, blocks: Optional[int] = 5):
         self.blocks = blocks

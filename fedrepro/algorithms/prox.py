@@ -20,9 +20,8 @@ from typing import Callable
 import torch
 
 from fedrepro.errors import ConfigError
-from fedrepro.settings import ALGORITHM_CHOICES
 
-PROX_KINDS = ALGORITHM_CHOICES["prox"]  # none | l1 | nuclear
+PROX_KINDS = ("none", "l1", "nuclear")  # the choices of algorithm.prox (LoSAC, SCAFFOLD-Prox)
 
 ProxFn = Callable[[torch.Tensor, float], torch.Tensor]
 
@@ -71,3 +70,13 @@ def make_prox(kind: str, weight: float, shape: tuple[int, int] | None = None) ->
         raise ConfigError("prox kind='nuclear' needs shape=(rows, cols), the matrix shape of the flat vector")
     mat_shape = (int(shape[0]), int(shape[1]))
     return lambda w, lr: singular_value_threshold(w, float(lr) * weight, mat_shape)
+
+
+def check_prox_config(params: dict) -> None:
+    """The config check of an algorithm with a prox (`prox`, `prox_shape` fields): nuclear needs
+    the matrix shape of the flat model."""
+    if params.get("prox") == "nuclear":
+        shape = params.get("prox_shape")
+        if shape is None or len(shape) != 2 or min(shape) < 1:
+            raise ConfigError(f"algorithm.prox=nuclear needs algorithm.prox_shape=[rows, cols], the matrix "
+                              f"shape of the flat model (e.g. [64, 64]); got {shape}")

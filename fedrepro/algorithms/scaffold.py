@@ -15,15 +15,59 @@ Two vectors cross the uplink per client and round: the ledger counts both.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Optional
+
 import torch
 
-from fedrepro.algorithms.base import Algorithm, LocalObjective, threshold
+from fedrepro.algorithms.base import Algorithm, AlgorithmConfig, LocalObjective, param, threshold
+from fedrepro.algorithms.prox import PROX_KINDS, check_prox_config, make_prox
+from fedrepro.algorithms.registry import register
 
 
+@dataclass
+class ScaffoldConfig(AlgorithmConfig):
+    """SCAFFOLD option II; with lambda1 / lambda2 / epsilon, FedElasticNet Algorithm 2."""
+
+    name: str = "scaffold"
+    lambda1: float = param(0.0, range=">= 0")
+    lambda2: float = param(0.0, range=">= 0")
+    epsilon: float = param(0.0, range=">= 0")
+    global_lr: float = param(1.0, range="> 0")
+
+
+@dataclass
+class ScaffoldProxConfig(ScaffoldConfig):
+    """SCAFFOLD-Prox (LoSAC V-E): a proximal step after every local step (docs/losac.md)."""
+
+    name: str = "scaffold_prox"
+    prox: str = param("nuclear", choices=PROX_KINDS)  # none | l1 | nuclear
+    prox_weight: float = param(0.0, range=">= 0")  # lambda of Psi = lambda ||x||_1 or lambda ||X||_*
+    # nuclear: the matrix shape of the flat model, e.g. [64, 64]
+    prox_shape: Optional[list[int]] = param(None)
+
+
+@register("scaffold", "fen_alg2", config=ScaffoldConfig)
+@register("scaffold_prox", config=ScaffoldProxConfig, per_step_rule=True)
 class Scaffold(Algorithm):
     name = "scaffold"
     upload_state = {"delta_control": "c_clients"}  # c_k += Delta c_k
     weighted_mean = False  # FedDyn's code evaluates SCAFFOLD's client mean unweighted
+    state_fields = ("c", "c_clients")
+
+    @classmethod
+    def from_config(cls, params):
+        params = dict(params)
+        params.pop("name")
+        if "prox" in params:  # scaffold_prox
+            kind, weight, shape = params.pop("prox"), params.pop("prox_weight"), params.pop("prox_shape")
+            prox = make_prox(kind, weight, None if shape is None else tuple(shape))
+            params["prox"] = None if kind == "none" else prox
+        return cls(**params)
+
+    @classmethod
+    def check_config(cls, params):
+        check_prox_config(params)
 
     def __init__(self, lambda1: float = 0.0, lambda2: float = 0.0, epsilon: float = 0.0,
                  global_lr: float = 1.0, prox=None):
@@ -59,9 +103,3 @@ class Scaffold(Algorithm):
         self.theta = self.theta + self.global_lr * uploads["delta"].mean(0)
         weights = torch.tensor([self.size_weight[k] for k in selected.tolist()]).to(self.c)
         self.c = self.c + (weights @ uploads["delta_control"]) / self.fed.num_clients
-
-    def state_dict(self):
-        return {"theta": self.theta, "c": self.c, "c_clients": self.c_clients}
-
-    def load_state_dict(self, state):
-        self.theta, self.c, self.c_clients = (state[k].clone() for k in ("theta", "c", "c_clients"))

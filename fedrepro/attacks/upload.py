@@ -29,7 +29,8 @@ from fedrepro.attacks.dlg import averaged_gradient, dlg_attack
 from fedrepro.errors import ConfigError
 from fedrepro.metrics.ledger import Ledger
 
-# Algorithms that upload none of these: settings.NOT_ATTACKABLE (config refuses them).
+# Algorithms that upload none of these say why in `not_attackable` (fedrepro/algorithms/base.py),
+# and config refuses them.
 # The upload the attacker matches, in order of preference: a gradient at the broadcast model
 # as it is (DSGD; MimeSVRG's first phase), else the averaged local step (FedAvg family).
 OBSERVED = ("gradient", "full_gradient", "delta", "model")
