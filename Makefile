@@ -18,16 +18,16 @@ LAUNCHER ?= local
 # DONE_ONLY=1: a table or figure target trains nothing and fills its cells from the finished
 # runs in the results store (the others "not run (not computed yet)").
 DONE_ONLY ?=
-export PROFILE SEEDS JOBS LAUNCHER DONE_ONLY
+# OVERRIDES="logger=wandb train.device=cuda": config overrides for every run of a table or figure
+# target, after the target's own (--override on the command line).
+OVERRIDES ?=
+export PROFILE SEEDS JOBS LAUNCHER DONE_ONLY OVERRIDES
 # glibc's malloc: keep the few-MB per-step temporaries of the batched executor in the heap
 # instead of mapping and unmapping them every step (docs/performance.md)
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456
 
-.PHONY: install quickstart test clean table2 table3 table4 table5 fen-costs \
-	feddyn-table1 feddyn-table2 feddyn-table4 feddyn-table5 feddyn-table6 centralized \
-	losac-table2 losac-fig1 losac-fig2 losac-fig3 losac-fig4 losac-fig5 losac-fig6 losac-fig7 \
-	l2gd-fig2 l2gd-fig3 l2gd-table2 l2gd-fig4 l2gd-fig5 l2gd-fig6 l2gd-fig7 l2gd-fig8 l2gd-fig9 \
-	l2gd-fig10 l2gd-fig11 compare-compression status archive restore bench help
+.PHONY: install quickstart test clean table2 table3 table4 table5 compare-compression centralized status \
+	archive restore targets bench help
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -d $(VENV) || python3 -m venv $(VENV)
@@ -53,72 +53,52 @@ test: install
 bench: install
 	$(PY) -m experiments.bench --profile $(PROFILE)
 
-# Which runs of a target are done, running, failed or missing (make status TARGET=table2), or,
-# without TARGET, every run of the results store; PROFILE and SEEDS as for the target.
+# Which runs of a target are done, running, failed or missing (make status TARGET=table2), as the
+# target's cells() name them, or, without TARGET, every run of the results store.
 ## status: which runs of TARGET=... are done, running, failed or missing (no TARGET: the whole store)
 status: install
-	$(PY) -m fedrepro.status $(TARGET)
+	$(if $(TARGET),$(PY) -m experiments status $(TARGET) $(ARGS),$(PY) -m fedrepro.status)
 
 # The run archive (docs/measured/runs/): `make archive TARGET=table4` keeps a target's finished
 # runs' small files in the repository; `make restore` puts every archived run back into
 # results/runs/, so a table filled over several machines or sessions renders without retraining.
 ## archive: copy TARGET=...'s finished runs into the run archive, docs/measured/runs/
 archive: install
-	$(PY) -m fedrepro.archive save $(TARGET)
+	$(PY) -m experiments archive $(TARGET) $(ARGS)
 
 ## restore: copy every archived run back into results/runs/
 restore: install
 	$(PY) -m fedrepro.archive restore
 
-# Paper tables: our value beside the paper's (PROFILE=smoke|quick|paper, SEEDS=n, JOBS=n,
-# LAUNCHER=local|joblib|submitit_local|submitit_slurm|ray, DONE_ONLY=1; every table and figure
-# target below).
+## targets: list every paper target (python -m experiments list)
+targets: install
+	@$(PY) -m experiments list
+
+# Paper tables and figures, one rule per paper: `make <paper>-<target>` runs
+# `python -m experiments <paper> <target>` (PROFILE=smoke|quick|paper, SEEDS=n, JOBS=n,
+# LAUNCHER=local|joblib|submitit_local|submitit_slurm|ray, DONE_ONLY=1, OVERRIDES="...",
+# ARGS="--datasets all" for the target's own options).
+# table2 ... table5 and compare-compression are the names the README promised.
 ## table2: FedElasticNet Table 2: cumulative uplink nonzeros, 10 % participation
 ## table3: FedElasticNet Table 3: cumulative entropy of the uploads, 10 % participation
 ## table4: FedElasticNet Table 4: cumulative entropy of the uploads, 100 % participation
 ## table5: FedElasticNet Table 5: the hyperparameters the runs used beside the paper's
-table2 table3 table4 table5: install
-	$(PY) -m experiments.fedelasticnet.$@
-
 ## feddyn-table1: FedDyn Table 1: models to the target, 100 vs 1000 / 500 devices (CIFAR)
 ## feddyn-table2: FedDyn Table 2: models to the target accuracy, 100 % and 10 % participation
 ## feddyn-table4: FedDyn Table 4: models to the target, balanced vs unbalanced data (CIFAR)
 ## feddyn-table5: FedDyn Table 5: models to the target, 1 % participation
 ## feddyn-table6: FedDyn Table 6: models to the target loss, synthetic convex problem
-feddyn-table1 feddyn-table2 feddyn-table4 feddyn-table5 feddyn-table6: install
-	$(PY) -m experiments.feddyn.$(subst feddyn-,,$@)
-
-# LoSAC: Table II, Figures 1-5 (loss and accuracy curves), Figure 6 (DLG), Figure 7 (low rank;
-# its claims need PROFILE=paper).
 ## losac-table2: LoSAC Table II: rounds to 85 %, loss and accuracy, SCAFFOLD vs LoSAC
-losac-table2: install
-	$(PY) -m experiments.losac.table2
-
 ## losac-fig1: LoSAC Figure 1: loss and accuracy curves over heterogeneity c (MNIST)
 ## losac-fig2: LoSAC Figure 2: curves over the client count S (MNIST)
 ## losac-fig3: LoSAC Figure 3: curves over the local steps T (MNIST)
 ## losac-fig4: LoSAC Figure 4: curves over S and T (HAR)
 ## losac-fig5: LoSAC Figure 5: curves over S and T (ESR)
-losac-fig1 losac-fig2 losac-fig3 losac-fig4 losac-fig5: install
-	$(PY) -m experiments.losac.curves --figure $(subst losac-fig,,$@)
-
 ## losac-fig6: LoSAC Figure 6: the DLG gradient-leakage attack
 ## losac-fig7: LoSAC Figure 7: low-rank matrix estimation (its claims need PROFILE=paper)
-losac-fig6 losac-fig7: install
-	$(PY) -m experiments.losac.$(subst losac-,,$@)
-
-# Compressed L2GD: Figures 2-3 (a1a / a2a sweeps of p and lambda, optimal p of Theorems 3-4),
-# Table 2 and Figures 4-11 (CIFAR-10; GPU-scale at PROFILE=paper), and, beyond the papers,
-# compressors x algorithms at equal bits on MNIST (docs/l2gd_experiments.md).
 ## l2gd-fig2: L2GD Figure 2: a1a / a2a sweeps of p and lambda, uncompressed
 ## l2gd-fig3: L2GD Figure 3: the same with the natural compressor
-l2gd-fig2 l2gd-fig3: install
-	$(PY) -m experiments.l2gd.logistic --figure $(subst l2gd-fig,,$@)
-
 ## l2gd-table2: L2GD Table 2: bits / n to the target accuracy per model (CIFAR-10)
-l2gd-table2: install
-	$(PY) -m experiments.l2gd.cifar --figure table2
-
 ## l2gd-fig4: L2GD Figure 4: compressed L2GD vs FedAvg and FedOpt, ResNet-18 (CIFAR-10)
 ## l2gd-fig5: L2GD Figure 5: the same, DenseNet-121 (CIFAR-10)
 ## l2gd-fig6: L2GD Figure 6: the same, MobileNet (CIFAR-10)
@@ -127,34 +107,31 @@ l2gd-table2: install
 ## l2gd-fig9: L2GD Figure 9: compressed L2GD vs FedOpt, ResNet-18 (CIFAR-10)
 ## l2gd-fig10: L2GD Figure 10: compressed L2GD vs FedOpt, DenseNet-121 (CIFAR-10)
 ## l2gd-fig11: L2GD Figure 11: compressed L2GD vs FedOpt, MobileNet (CIFAR-10)
-l2gd-fig4 l2gd-fig5 l2gd-fig6 l2gd-fig7 l2gd-fig8 l2gd-fig9 l2gd-fig10 l2gd-fig11: install
-	$(PY) -m experiments.l2gd.cifar --figure $(subst l2gd-fig,,$@)
-
 ## compare-compression: compressors x algorithms at equal uplink bits on MNIST (beyond the papers)
-compare-compression: install
-	$(PY) -m experiments.l2gd.compare_compression
-
-# The centralized baseline of every dataset here, beside the papers' centralized accuracies.
 ## centralized: the centralized baseline of every dataset, beside the papers'
-centralized: install
-	$(PY) -m experiments.centralized
-
-# Figures: make fen-fig1 ... fen-fig9, fen-costs (nonzeros / entropy against the round),
-# feddyn-fig1 ... feddyn-fig13.
 ## fen-fig1 ... fen-fig9: FedElasticNet Figures 1-9 (accuracy curves, upload histograms, lambda1 sweeps)
-fen-fig%: install
-	$(PY) -m experiments.fedelasticnet.figures --figure $*
-
 ## fen-costs: nonzeros and entropy against the round, per algorithm (beyond the paper)
-fen-costs: install
-	$(PY) -m experiments.fedelasticnet.figures --figure costs
-
 ## feddyn-fig1 ... feddyn-fig13: FedDyn Figures 1-13 (convergence curves; 3: class concentration of the splits)
-feddyn-fig3: install
-	$(PY) -m experiments.feddyn.fig3
+table2 table3 table4 table5: install
+	$(PY) -m experiments fen $@ $(ARGS)
 
-feddyn-fig%: install
-	$(PY) -m experiments.feddyn.figures --figure $*
+compare-compression: install
+	$(PY) -m experiments l2gd compare-compression $(ARGS)
+
+centralized: install
+	$(PY) -m experiments centralized $(ARGS)
+
+fen-%: install
+	$(PY) -m experiments fen $* $(ARGS)
+
+feddyn-%: install
+	$(PY) -m experiments feddyn $* $(ARGS)
+
+losac-%: install
+	$(PY) -m experiments losac $* $(ARGS)
+
+l2gd-%: install
+	$(PY) -m experiments l2gd $* $(ARGS)
 
 ## clean: remove results/, outputs/ and multirun/
 clean:
@@ -162,6 +139,6 @@ clean:
 
 ## help: list every target with one line each (the default goal stays the install)
 help:
-	@echo "Usage: make <target> [PROFILE=smoke|quick|paper] [SEEDS=n] [JOBS=n] [LAUNCHER=...] [DONE_ONLY=1] [TARGET=...]"
+	@echo "Usage: make <target> [PROFILE=smoke|quick|paper] [SEEDS=n] [JOBS=n] [LAUNCHER=...] [DONE_ONLY=1] [OVERRIDES='k=v ...'] [ARGS='...'] [TARGET=...]"
 	@awk '/^## [^ ]/ { line = substr($$0, 4); i = index(line, ": "); \
 		printf "  %-30s %s\n", substr(line, 1, i - 1), substr(line, i + 2) }' $(firstword $(MAKEFILE_LIST))

@@ -1,12 +1,12 @@
 """The centralized baseline of every dataset and model here, beside the papers' figures.
 
-    python -m experiments.centralized --profile quick        (make centralized)
+    python -m experiments centralized --profile quick        (make centralized)
 
 One centralized run (algorithm=centralized: the pooled training data, a Lightning Trainer)
 per dataset and the model the papers train on it. FedDyn (Sec. 3, App. A.2) states its
 centralized accuracies and recipes; for the other datasets no paper gives one, so the row
 has no paper value and the recipe is ours (named in `assumed`). Datasets whose files are
-not here show "not run" and the missing files.
+not here show "not run" and the missing files. The target is `TARGET` (experiments/baselines.py).
 """
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
-from fedrepro.reports.cli import run_target, table_parser
-from fedrepro.reports.grid import Cell, measure_target
+from fedrepro.reports.grid import Cell
 
 
 @dataclass(frozen=True)
@@ -72,41 +71,54 @@ def cell(b: Baseline, profile: str) -> Cell:
                 [*data, f"model={b.model}", "algorithm=centralized", *rest, *caps])
 
 
-def main(argv=None) -> int:
-    ap = table_parser(__doc__.splitlines()[0])
-    args = ap.parse_args(argv)
-    cells = [cell(b, args.profile) for b in BASELINES]
-    ours, runs = measure_target(cells, args, lambda r: 100 * r.summary["final"].get("server_test_acc", math.nan))
-    rows = []
-    for i, (b, c) in enumerate(zip(BASELINES, cells)):
-        r = ours.iloc[i]
-        done = runs.get(i, [])
-        epochs = done[0].summary["rounds_completed"] if done else ""
-        rows.append({"dataset": b.dataset, "model": b.model,
-                     "ours": f"{r['ours_mean']:.1f}" if r["status"] == "ok" else r["status"],
-                     "paper": b.paper or "—", "epochs": epochs, "recipe": " ".join(c.overrides[2:]),
-                     "why not": r["reason"].split(". ")[0] if r["status"] != "ok" else "",
-                     "data": r.get("data", "") or ""})
-    table = pd.DataFrame(rows)
-    out = Path(args.results_root) / "tables"
-    out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "centralized.csv", index=False)
-    notes = [f"profile={args.profile}, seeds 0..{args.seeds - 1}: test accuracy (%) of the centralized model "
-             "after its last epoch (server_test_acc)"]
-    notes += [f"{b.dataset}: {'; '.join(b.assumed)}" for b in BASELINES if b.assumed]
-    if args.profile == "quick":
-        notes.append("profile=quick caps epochs at 100 (one epoch stands for a round); Shakespeare at 2 epochs "
-                     "(the LSTM on this CPU), so its number is far from converged")
-    lines = [f"# Centralized baselines (profile={args.profile})", "",
-             "| dataset | model | ours (%) | paper (%) | epochs run | recipe | not run because |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.dataset} | {r.model} | {r.ours} | {r.paper} | {r.epochs} | `{r.recipe}` | {r['why not']} |"
-              for _, r in table.iterrows()]
-    lines += ["", *[f"- {n}" for n in notes]]
-    (out / "centralized.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    return 0
+def accuracy(run) -> float:
+    return 100 * run.summary["final"].get("server_test_acc", math.nan)
 
 
-if __name__ == "__main__":
-    raise SystemExit(run_target(main))
+@dataclass(frozen=True)
+class Centralized:
+    """One centralized run per dataset, its test accuracy beside the paper's."""
+    name = "centralized"
+    title = "Centralized baselines: every dataset and model here, beside the papers' accuracies"
+    claims = ()
+    SCALE = {}
+
+    def cells(self, options, scale):
+        return [cell(b, options.profile) for b in BASELINES]
+
+    def render(self, results) -> int:
+        args = results.options
+        cells = [cell(b, args.profile) for b in BASELINES]
+        ours, runs = results.measure(cells, accuracy)
+        rows = []
+        for i, (b, c) in enumerate(zip(BASELINES, cells)):
+            r = ours.iloc[i]
+            done = runs.get(i, [])
+            epochs = done[0].summary["rounds_completed"] if done else ""
+            rows.append({"dataset": b.dataset, "model": b.model,
+                         "ours": f"{r['ours_mean']:.1f}" if r["status"] == "ok" else r["status"],
+                         "paper": b.paper or "—", "epochs": epochs, "recipe": " ".join(c.overrides[2:]),
+                         "why not": r["reason"].split(". ")[0] if r["status"] != "ok" else "",
+                         "data": r.get("data", "") or ""})
+        table = pd.DataFrame(rows)
+        out = Path(args.results_root) / "tables"
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / "centralized.csv", index=False)
+        notes = [f"profile={args.profile}, seeds 0..{args.seeds - 1}: test accuracy (%) of the centralized model "
+                 "after its last epoch (server_test_acc)"]
+        notes += [f"{b.dataset}: {'; '.join(b.assumed)}" for b in BASELINES if b.assumed]
+        if args.profile == "quick":
+            notes.append("profile=quick caps epochs at 100 (one epoch stands for a round); Shakespeare at 2 epochs "
+                         "(the LSTM on this CPU), so its number is far from converged")
+        lines = [f"# Centralized baselines (profile={args.profile})", "",
+                 "| dataset | model | ours (%) | paper (%) | epochs run | recipe | not run because |",
+                 "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r.dataset} | {r.model} | {r.ours} | {r.paper} | {r.epochs} | `{r.recipe}` | {r['why not']} |"
+                  for _, r in table.iterrows()]
+        lines += ["", *[f"- {n}" for n in notes]]
+        (out / "centralized.md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return 0
+
+
+TARGET = Centralized()

@@ -1,7 +1,7 @@
 """The run archive: finished runs' small files, kept in the repository, so that a table can be
 filled over several machines or sessions without training its runs again.
 
-    python -m fedrepro.archive save TARGET [target args]   # the target's finished runs -> archive
+    python -m experiments archive TARGET [options]          # a target's finished runs -> archive
     python -m fedrepro.archive save --keys KEY [KEY ...]
     python -m fedrepro.archive restore                      # archive -> results/runs/
 
@@ -123,12 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--results-root", default=os.environ.get("FEDREPRO_RESULTS", "results"))
     ap.add_argument("--archive", type=Path, default=ARCHIVE)
     sub = ap.add_subparsers(dest="command", required=True)
-    sv = sub.add_parser("save", help="archive a target's finished runs (or --keys)")
-    sv.add_argument("--profile", default=os.environ.get("PROFILE", "quick"), choices=["smoke", "quick", "paper"])
-    sv.add_argument("--seeds", type=int, default=int(os.environ.get("SEEDS", 1)))
-    sv.add_argument("--keys", nargs="+", default=[])
-    sv.add_argument("target", nargs="?", help="make target or module (with its arguments after it)")
-    sv.add_argument("target_args", nargs=argparse.REMAINDER)
+    sv = sub.add_parser("save", help="archive finished runs by key (a target's: python -m experiments archive)")
+    sv.add_argument("--keys", nargs="+", required=True)
     sub.add_parser("restore", help="copy the archived runs into the results store")
     args = ap.parse_args(argv)
     if args.command == "restore":
@@ -138,17 +134,7 @@ def main(argv=None) -> int:
             ap.error(str(err))
         print(f"restored {len(done)} archived runs into {Path(args.results_root) / 'runs'}")
     else:
-        keys = list(args.keys)
-        if args.target:
-            from fedrepro.status import plan, target_command
-
-            module, extra = target_command(args.target)
-            runs, _ = plan(module, [*extra, *args.target_args], args.results_root,
-                           profile=args.profile, seeds=args.seeds)
-            keys += [r["key"] for r in runs]
-        if not keys:
-            ap.error("save needs a TARGET or --keys")
-        done, skipped = save(args.results_root, keys, args.archive)
+        done, skipped = save(args.results_root, args.keys, args.archive)
         print(f"archived {len(done)} finished runs in {args.archive}")
     for line in skipped:
         print(f"  skipped {line}")

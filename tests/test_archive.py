@@ -11,7 +11,10 @@ from fedrepro import archive
 
 
 def test_archived_runs_restore_into_a_new_store_and_render_the_same_table(tmp_path, monkeypatch, capsys):
-    from fedrepro.reports.grid import main as grid_main
+    from experiments.__main__ import main as experiments_main
+
+    def grid_main(argv):
+        return experiments_main(["grid", *argv])
 
     monkeypatch.setenv("FEDREPRO_DONE_ONLY", "0")  # recorded, so the variable is unset again after the test
     data = Path(os.environ.get("FEDREPRO_DATA_ROOT", "data")).resolve()
@@ -23,8 +26,8 @@ def test_archived_runs_restore_into_a_new_store_and_render_the_same_table(tmp_pa
     capsys.readouterr()
 
     # a target's runs: the finished one is archived (small files only), the missing one named
-    assert archive.main(["--results-root", first, "--archive", str(arch), "save", "--profile", "smoke",
-                         "fedrepro.reports.grid", *cells, *extra]) == 0
+    assert experiments_main(["archive", "grid", "--results-root", first, "--archive", str(arch),
+                             "--profile", "smoke", *cells, *extra]) == 0
     out = capsys.readouterr().out
     assert "archived 1 finished runs" in out and out.count("skipped") == 1 and "not finished" in out
     (key,) = [p.name for p in arch.iterdir()]
@@ -35,10 +38,8 @@ def test_archived_runs_restore_into_a_new_store_and_render_the_same_table(tmp_pa
     assert f"data_root: {os.path.relpath(data)}\n" in (arch / key / "config.yaml").read_text()
 
     # before the restore, status names the archived run and how to bring it in
-    from fedrepro.status import main as status_main
-
-    assert status_main(["--results-root", second, "--profile", "smoke", "--archive", str(arch),
-                        "fedrepro.reports.grid", *cells, *extra]) == 0
+    assert experiments_main(["status", "grid", "--results-root", second, "--profile", "smoke",
+                             "--archive", str(arch), *cells, *extra]) == 0
     text = capsys.readouterr().out
     assert "2 runs: 1 archived, 1 missing" in text and "make restore" in text, text
 

@@ -1,7 +1,7 @@
 """Fault tolerance of sweeps (issue 8): SIGKILL at a random round and during a results write,
 failing and diverging runs, concurrent writers, damaged checkpoints, launchers, secrets.
 
-Sweeps run as `python -m fedrepro.reports.grid` (measure_cells, what every table target runs)
+Sweeps run as `python -m experiments grid` (measure_cells, what every table target runs)
 or `python -m fedrepro -m` (Hydra multirun) in subprocesses at profile=smoke on mnist_5k.
 """
 import json
@@ -36,10 +36,17 @@ def _env(**extra) -> dict:
 
 
 def _sweep_cmd(root, cells, *options, extra=EXTRA) -> list[str]:
-    cmd = [sys.executable, "-m", "fedrepro.reports.grid", "--profile", "smoke", "--results-root", str(root), *options]
+    cmd = [sys.executable, "-m", "experiments", "grid", "--profile", "smoke", "--results-root", str(root), *options]
     for c in cells:
         cmd += ["--cell", c]
     return [*cmd, "--", *extra]
+
+
+def grid_main(argv) -> int:
+    """The ad-hoc grid target (`python -m experiments grid ...`) in this process."""
+    from experiments.__main__ import main
+
+    return main(["grid", *argv])
 
 
 def _run(cmd, timeout=300, **env):
@@ -311,7 +318,7 @@ def test_status_lists_done_diverged_running_failed_interrupted_and_missing_runs(
     from fedrepro.config import run_key
     from fedrepro.run import Interrupted
     from fedrepro.runner import run_experiment
-    from fedrepro.status import main as status_main
+    from experiments.__main__ import main as experiments_main
 
     root = str(tmp_path)
     base = ["profile=smoke", "logger.progress=false", "train.num_clients=10", f"results_root={root}"]
@@ -327,10 +334,9 @@ def test_status_lists_done_diverged_running_failed_interrupted_and_missing_runs(
         runner.execute(cfg(name))
     with pytest.raises(Interrupted):
         run_experiment(cfg("killed"), interrupt_after=2, quiet=True)
-    target = ["fedrepro.reports.grid", *[f"--cell={n}={' '.join(o)}" for n, o in cells.items()],
-              "--", "train.num_clients=10"]
+    target = [*[f"--cell={n}={' '.join(o)}" for n, o in cells.items()], "--", "train.num_clients=10"]
     with store.run_lock(root, run_key(cfg("busy"))):  # held as a running process holds it
-        assert status_main(["--results-root", root, "--profile", "smoke", *target]) == 0
+        assert experiments_main(["status", "grid", "--results-root", root, "--profile", "smoke", *target]) == 0
     text = capsys.readouterr().out
     rows = {line.split("|")[3].strip().split(" seed")[0]: [c.strip() for c in line.split("|")[1:-1]]
             for line in text.splitlines() if line.startswith("| ") and " seed 0" in line}
@@ -342,6 +348,8 @@ def test_status_lists_done_diverged_running_failed_interrupted_and_missing_runs(
     assert "6 runs: 1 done, 1 diverged, 1 running, 1 failed, 1 interrupted, 1 missing" in text
     assert not (tmp_path / "tables").exists()  # planning renders nothing into the results root
     # the whole store, no target
+    from fedrepro.status import main as status_main
+
     assert status_main(["--results-root", root]) == 0
     assert "results store" in capsys.readouterr().out
     killed = store.run_dir(root, run_key(cfg("killed")))
@@ -367,8 +375,6 @@ def test_status_tells_an_unfinished_runs_pace_and_the_time_left_at_it(tmp_path):
 
 
 def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatch, capsys):
-    from fedrepro.reports.grid import main as grid_main
-
     monkeypatch.setenv("FEDREPRO_DONE_ONLY", "0")  # recorded, so the variable is unset again after the test
     root = str(tmp_path)
     common = ["--results-root", root, "--profile", "smoke", "--name", "partial"]
@@ -395,10 +401,8 @@ def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatc
 
 
 def test_the_ad_hoc_grid_runs_on_its_data_root(tmp_path):
-    """--data-root reaches the runs (measure_target's default override) instead of the runs
+    """--data-root reaches the runs (the driver's default override) instead of the runs
     reading $FEDREPRO_DATA_ROOT: with no MNIST there, the run says it used the 5k stand-in."""
-    from fedrepro.reports.grid import main as grid_main
-
     empty = tmp_path / "no_data"
     assert grid_main(["--results-root", str(tmp_path), "--profile", "smoke", "--name", "where",
                       "--data-root", str(empty), "--cell=c=algorithm=fedavg",
@@ -407,7 +411,7 @@ def test_the_ad_hoc_grid_runs_on_its_data_root(tmp_path):
     assert row["status"] == "ok" and f"no MNIST t10k files in {empty}" in row["data"], row.to_dict()
 
 
-def test_reading_another_targets_runs_trains_and_plans_nothing(tmp_path, monkeypatch):
+def test_reading_another_targets_runs_trains_nothing(tmp_path):
     """measure_cells(run=False): what the cross-figure claims of the L2GD and LoSAC targets read."""
     from fedrepro.reports import grid
 
@@ -421,11 +425,6 @@ def test_reading_another_targets_runs_trains_and_plans_nothing(tmp_path, monkeyp
     assert list(status.status) == ["ok", "not run"] and runs[0][0].reused and runs[1] == []
     assert status.reason[1] == grid.NOT_IN_STORE
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == runs_before  # nothing was trained
-    monkeypatch.setattr(grid, "_PLAN", [])  # planning (fedrepro.status): another target's runs are not ours
-    grid.measure_cells(cells, lambda r: 0.0, run=False, **measure)
-    assert grid._PLAN == []
-    grid.measure_cells(cells, lambda r: 0.0, **measure)
-    assert [p["label"] for p in grid._PLAN] == ["done seed 0", "todo seed 0"]
 
 
 def test_a_parse_sets_the_launcher_anew(monkeypatch, capsys):

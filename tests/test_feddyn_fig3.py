@@ -3,7 +3,10 @@ import os
 
 import pytest
 
+from experiments import registry
+from experiments.__main__ import parser_for
 from experiments.feddyn import fig3
+from fedrepro.reports import target as driver
 
 
 def test_classes_holding_on_hand_made_counts():
@@ -21,7 +24,11 @@ def test_classes_holding_on_hand_made_counts():
 
 def test_figure_and_markdown_are_written_with_the_fallback_note(tmp_path):
     # An empty data root: real MNIST is absent, the mnist_5k labels stand in and the note says so.
-    assert fig3.main(["--results-root", str(tmp_path / "res"), "--data-root", str(tmp_path / "none")]) == 0
+    target = registry.targets("feddyn")["fig3"]
+    options = parser_for("feddyn", target, "fig3").parse_args(["--results-root", str(tmp_path / "res"),
+                                                                "--data-root", str(tmp_path / "none")])
+    assert target.cells(options, {}) == []  # nothing is trained
+    assert driver.run(target, options) == 0
     png, md = tmp_path / "res" / "figures" / "feddyn_fig3.png", tmp_path / "res" / "figures" / "feddyn_fig3.md"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = md.read_text()

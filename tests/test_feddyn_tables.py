@@ -2,7 +2,6 @@
 censoring, and a smoke Table 2 (IID rows, 5 devices) with Figure 8 redrawn from its runs."""
 import argparse
 import contextlib
-import dataclasses
 import io
 import os
 from pathlib import Path
@@ -10,11 +9,24 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments.feddyn import common, figures, settings, table1, table2, table6
+from experiments import registry
+from experiments.__main__ import parser_for
+from experiments.feddyn import claims as cf
+from experiments.feddyn import common, figures, settings, table2
 from fedrepro.config import compose_config, effective
+from fedrepro.errors import ConfigError
 from fedrepro.metrics.targets import Count
-from fedrepro.reports import claims_feddyn as cf
+from fedrepro.reports import target as driver
 from fedrepro.reports.claims import evaluate_claims
+from fedrepro.reports.cli import table_parser
+
+TARGETS = registry.targets("feddyn")
+
+
+def render(name: str, argv: list[str], scale=None) -> int:
+    """`python -m experiments feddyn NAME ARGV` in this process, with `scale`."""
+    target = TARGETS[name]
+    return driver.run(target, parser_for("feddyn", target, name).parse_args(argv), scale)
 
 
 def real_mnist():
@@ -86,7 +98,7 @@ def row(alg, value, censored=False, **kw):
 
 
 def verdict(claim, rows):
-    out = evaluate_claims([claim], pd.DataFrame(rows)).iloc[0]
+    out = evaluate_claims([claim], pd.DataFrame(rows), checks=cf.CHECKS).iloc[0]
     return out["verdict"], out["detail"]
 
 
@@ -95,8 +107,9 @@ def test_settings_option_keeps_those_rows_and_refuses_an_unknown_one():
     kept, notes = common.select_rows(ref, "shakespeare", "all", "10%")
     assert set(kept.setting) == {"10%"} and set(kept.dataset_key) == {"shakespeare"} and len(kept) > 0
     assert any("rows of settings 100% omitted" in n for n in notes), notes
-    args = common.parser("t").parse_args(["--settings", "10%"])
-    assert args.settings == "10%"
+    ap = table_parser("t")
+    common.add_table_options(ap)
+    assert ap.parse_args(["--settings", "10%"]).settings == "10%"
     with pytest.raises(SystemExit, match=r"no setting '10'; its settings are 10%, 100%"):
         common.select_rows(ref, "shakespeare", "all", "10")
 
@@ -183,7 +196,7 @@ def test_eval_every_round_option_only_changes_quick():
         return argparse.Namespace(profile=profile, eval_every_round=flag, data_root="data")
     assert common.eval_interval(args("quick", False)) == 5
     assert common.eval_interval(args("quick", True)) == 1
-    assert common.run_extra(args("paper", True)) == common.run_extra(args("paper", False))
+    assert common.eval_extra(args("paper", True)) == common.eval_extra(args("paper", False)) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,20 +208,18 @@ def smoke(tmp_path_factory):
     """Table 2's IID rows at smoke with 5 devices (fast), then Figure 8 from the same runs."""
     root = tmp_path_factory.mktemp("feddyn")
     data_root = real_mnist() or str(root / "no-data")
-    out = io.StringIO()
+    out, drawn = io.StringIO(), []
+    scale = {"num_devices": 5}
     with pytest.MonkeyPatch.context() as mp:
         if not real_mnist():
             mp.setitem(settings.DATASETS, "mnist", ["dataset=mnist_5k", "model=mlp_mnist"])
-        recipe = settings.recipe
-        mp.setattr(settings, "recipe", lambda *a: dataclasses.replace(recipe(*a), num_devices=5))
+        draw = figures.draw
+        mp.setattr(figures, "draw", lambda number, panels, *a: drawn.extend(panels) or draw(number, panels, *a))
         common_args = ["--profile", "smoke", "--results-root", str(root), "--data-root", data_root]
         with contextlib.redirect_stdout(out):
-            assert table2.main([*common_args, "--datasets", "mnist", "--splits", "iid"]) == 0
-            assert figures.main(["--figure", "8", "--only-existing", *common_args]) == 0
-        panels = figures._participation_grid("mnist")
-        figures.fill(panels, argparse.Namespace(only_existing=True, profile="smoke", results_root=str(root),
-                                                data_root=data_root, eval_every_round=False))
-    return root, out.getvalue(), {p.title: sorted(p.curves) for p in panels}
+            assert render("table2", [*common_args, "--datasets", "mnist", "--splits", "iid"], scale) == 0
+            assert render("fig8", ["--only-existing", *common_args], scale) == 0
+    return root, out.getvalue(), {p.title: sorted(p.curves) for p in drawn}
 
 
 @pytest.mark.slow
@@ -248,16 +259,23 @@ def test_figures_use_the_table_overrides():
 
 def test_figures_not_run_panels(tmp_path, capsys):
     args = ["--profile", "smoke", "--results-root", str(tmp_path), "--only-existing"]
-    assert figures.main(["--figure", "11", *args]) == 0
-    assert figures.main(["--figure", "1", "--dataset", "mnist", *args]) == 0
+    assert render("fig11", args) == 0
+    assert render("fig1", ["--dataset", "mnist", *args]) == 0
     for name in ("feddyn_fig11.png", "feddyn_fig1_mnist.png"):
         assert (tmp_path / "figures" / name).stat().st_size > 0
-    with pytest.raises(SystemExit):
-        figures.main(["--figure", "8", "--dataset", "mnist", *args])
+    with pytest.raises(ConfigError, match="Figures 1 and 2 only; Figure 8 is MNIST"):
+        render("fig8", ["--dataset", "mnist", *args])
+
+
+def test_figures_draw_seed_0_whatever_seeds_says(monkeypatch):
+    monkeypatch.setenv("SEEDS", "3")
+    target = TARGETS["fig8"]
+    assert parser_for("feddyn", target, "fig8").parse_args([]).seeds == 1
+    assert parser_for("feddyn", TARGETS["table2"], "table2").parse_args([]).seeds == 3
 
 
 def test_table6_smoke_runs_the_generator_on_its_own_devices(tmp_path, capsys):
-    assert table6.main(["--profile", "smoke", "--results-root", str(tmp_path)]) == 0
+    assert render("table6", ["--profile", "smoke", "--results-root", str(tmp_path)]) == 0
     table = pd.read_csv(tmp_path / "tables" / "feddyn_table6.csv")
     assert len(table) == 16 and set(table.status) == {"ok"}  # 4 settings x 4 methods
     assert "**FDY-T6-1**" in (tmp_path / "tables" / "feddyn_table6_claims.md").read_text()
@@ -265,7 +283,7 @@ def test_table6_smoke_runs_the_generator_on_its_own_devices(tmp_path, capsys):
 
 def test_table1_lists_every_row_when_no_dataset_runs(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("FEDREPRO_DATA_ROOT", str(tmp_path / "no-data"))  # no CIFAR here
-    assert table1.main(["--profile", "smoke", "--results-root", str(tmp_path)]) == 0
+    assert render("table1", ["--profile", "smoke", "--results-root", str(tmp_path)]) == 0
     table = pd.read_csv(tmp_path / "tables" / "feddyn_table1.csv")
     assert len(table) == 64 and set(table.status) == {"not run"}
     assert "every row is listed" in (tmp_path / "tables" / "feddyn_table1.md").read_text()

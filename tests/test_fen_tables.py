@@ -13,10 +13,12 @@ import pandas as pd
 import pytest
 import torch
 
-from experiments.fedelasticnet import figures, table2, table3, table4, table5
+from experiments.__main__ import main, parser_for
+from experiments.fedelasticnet.claims import CHECKS, FEN_T2_UNIT
 from experiments.fedelasticnet.common import SETTINGS, cell
+from experiments.fedelasticnet.targets import TARGETS
 from fedrepro.config import compose_config, run_key
-from fedrepro.reports.claims import FEN_T2_UNIT, evaluate_claims
+from fedrepro.reports.claims import evaluate_claims
 from fedrepro.reports.reference import load_reference
 from conftest import data_root_with
 
@@ -46,8 +48,9 @@ def root(tmp_path_factory):
             torch.set_num_threads(threads)
 
 
-def run(module, root, *args) -> None:
-    assert module.main(["--profile", "smoke", "--seeds", "1", "--jobs", "1", "--results-root", str(root), *args]) == 0
+def run(target, root, *args) -> None:
+    assert main(["fen", target, "--profile", "smoke", "--seeds", "1", "--jobs", "1", "--results-root", str(root),
+                 *args]) == 0
 
 
 def verdict(out: str, claim: str) -> str:
@@ -85,14 +88,29 @@ def test_tables_2_and_3_ask_for_the_same_runs_and_table4_caps_only_at_quick(monk
     assert cifar.not_run.startswith(f"data not here: {tmp_path}") and "dataset=cifar10" in cifar.overrides
 
 
+def test_every_target_names_its_runs_on_a_bare_clone(monkeypatch, tmp_path):
+    # No data here: cells() still answers (cheaply, training nothing); with --datasets all every
+    # run is named, with its overrides and why it cannot run.
+    monkeypatch.setenv("FEDREPRO_DATA_ROOT", str(tmp_path))
+    assert [t.name for t in TARGETS] == ["table2", "table3", "table4", "table5",
+                                         *(f"fig{i}" for i in range(1, 10)), "costs"]
+    for t in TARGETS:
+        options = parser_for("fen", t, t.name).parse_args(["--profile", "smoke", "--datasets", "all"])
+        cells = t.cells(options, {})
+        assert all(c.overrides and c.not_run.startswith("data not here") for c in cells), t.name
+        assert bool(cells) != bool(getattr(t, "trains_outside_store", "")), t.name
+
+
 def test_entropy_checks_on_the_papers_own_numbers():
     """The T3/T4 checks applied to the paper's values reproduce claims.csv's notes."""
     def paper(name):
         ref = load_reference(name)
         return ref.assign(ours_mean=ref.paper_value, status=["ok" if v == v else "not run" for v in ref.paper_value])
 
-    t3 = evaluate_claims(["FEN-T3-1", "FEN-T3-2", "FEN-T3-3"], paper("fedelasticnet_table3")).set_index("claim_id")
-    t4 = evaluate_claims(["FEN-T4-1", "FEN-T4-2", "FEN-T4-3"], paper("fedelasticnet_table4")).set_index("claim_id")
+    t3 = evaluate_claims(["FEN-T3-1", "FEN-T3-2", "FEN-T3-3"], paper("fedelasticnet_table3"),
+                         checks=CHECKS).set_index("claim_id")
+    t4 = evaluate_claims(["FEN-T4-1", "FEN-T4-2", "FEN-T4-3"], paper("fedelasticnet_table4"),
+                         checks=CHECKS).set_index("claim_id")
     assert t3.verdict.to_dict() == {"FEN-T3-1": "holds", "FEN-T3-2": "holds (tie)", "FEN-T3-3": "holds"}
     # As printed, Alg 2 > SCAFFOLD in Non-IID Shakespeare (possibly swapped cells), the only failure.
     assert t4.loc["FEN-T4-1", "verdict"] == "fails"
@@ -105,7 +123,7 @@ def test_entropy_checks_on_the_papers_own_numbers():
 
 
 def test_table2_smoke(root, capsys):
-    run(table2, root, "--datasets", "mnist")
+    run("table2", root, "--datasets", "mnist")
     out = capsys.readouterr().out
     table = pd.read_csv(root / "tables" / "fedelasticnet_table2.csv")
     assert set(table.dataset_key) == {"mnist"} and len(table) == 18
@@ -120,7 +138,7 @@ def test_table2_smoke(root, capsys):
     by_cell = runs.set_index(["split_key", "algorithm_key"]).cum_up_nonzeros / FEN_T2_UNIT
     assert by_cell.to_dict() == pytest.approx(table.set_index(["split_key", "algorithm_key"]).ours_mean.to_dict())
 
-    run(table2, root, "--datasets", "mnist,cifar10,cifar100,shakespeare", "--splits", "dirichlet0.3")
+    run("table2", root, "--datasets", "mnist,cifar10,cifar100,shakespeare", "--splits", "dirichlet0.3")
     table = pd.read_csv(root / "tables" / "fedelasticnet_table2.csv")
     assert len(table) == 18 and (table[table.dataset_key != "mnist"].status == "not run").all()
     assert table[table.dataset_key == "cifar10"].reason.str.contains("CIFAR10").all()
@@ -128,7 +146,7 @@ def test_table2_smoke(root, capsys):
 
 def test_table3_smoke(root, capsys, caplog):
     caplog.set_level("INFO", logger="fedrepro")
-    run(table3, root, "--datasets", "mnist")
+    run("table3", root, "--datasets", "mnist")
     out = capsys.readouterr().out
     runs = caplog.text  # a line per run, logged
     assert runs.count("seed 0: ran ") == 3 and runs.count("seed 0: reused ") == 18  # only feddyn_update is new
@@ -140,7 +158,7 @@ def test_table3_smoke(root, capsys, caplog):
 
 
 def test_table4_smoke_and_summary_claim(root, capsys):
-    run(table4, root, "--datasets", "mnist", "--splits", "dirichlet0.3")
+    run("table4", root, "--datasets", "mnist", "--splits", "dirichlet0.3")
     out = capsys.readouterr().out
     table = pd.read_csv(root / "tables" / "fedelasticnet_table4.csv")
     assert len(table) == 7 and (table.status == "ok").all() and table.ratio.notna().all()
@@ -154,7 +172,7 @@ def test_table4_smoke_and_summary_claim(root, capsys):
 
 def test_table5_shows_used_equals_paper(root, capsys, caplog):
     caplog.set_level("INFO", logger="fedrepro")
-    run(table5, root, "--datasets", "mnist")
+    run("table5", root, "--datasets", "mnist")
     out = capsys.readouterr().out
     assert "seed 0: reused " in caplog.text and "seed 0: ran " not in caplog.text  # every config read from runs Tables 2/3 made
     assert "ours = paper in 15 of 15 rows run" in out
@@ -169,8 +187,8 @@ def test_table5_shows_used_equals_paper(root, capsys, caplog):
 
 
 def test_figures(root, capsys):
-    for number in ("1", "8", "9", "2", "3", "costs"):
-        run(figures, root, "--figure", number, "--splits", "dirichlet0.3")
+    for name in ("fig1", "fig8", "fig9", "fig2", "fig3", "costs"):
+        run(name, root, "--splits", "dirichlet0.3")
     out = capsys.readouterr().out
     figs = root / "figures"
     for name in ("fig1", "fig8", "fig9", "fig2", "fig3", "costs_mnist_dirichlet0.3_p10"):

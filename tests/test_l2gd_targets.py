@@ -3,9 +3,9 @@ comparison end to end at profile=smoke on tiny generated data and tmp results ro
 settings, and the L2G-* claim checks on hand-made frames.
 
 Figures 2-3 run on a generated 60-row a1a (a2a is never here: its panels must say "not run" and
-name the file) over reduced grids; the CIFAR targets on generated CIFAR-format files of 100 / 20
-images with a logistic stand-in for the networks (the plumbing, not the models, is under test);
-compare-compression on mnist_5k with 20 clients.
+name the file) over grids reduced by their scale knobs; the CIFAR targets on generated
+CIFAR-format files of 100 / 20 images with a logistic stand-in for the networks (scale knobs: the
+plumbing, not the models, is under test); compare-compression on mnist_5k with 20 clients.
 """
 import contextlib
 import dataclasses
@@ -20,10 +20,14 @@ import pandas as pd
 import pytest
 import torch
 
-from experiments.l2gd import cifar, compare_compression, fake_cifar, logistic, settings
+from experiments import registry
+from experiments.__main__ import parser_for
+from experiments.l2gd import cifar, compare_compression, fake_cifar, settings
+from experiments.l2gd.claims import CHECKS
 from fedrepro.config import compose_config
 from fedrepro.data import cifar as C
 from fedrepro.data import libsvm as LS
+from fedrepro.reports import target as driver
 from fedrepro.reports.claims import evaluate_claims
 
 VERDICT = r"(holds|holds \(tie\)|fails|not evaluated)"
@@ -43,8 +47,11 @@ def one_thread():
         torch.set_num_threads(threads)
 
 
-def quiet(fn, argv):
-    """What a target printed and logged (its line per run goes to the fedrepro log)."""
+def quiet(name: str, argv: list, scale=None) -> str:
+    """What the target `name` (a make name) printed and logged with `argv` and `scale` (its line
+    per run goes to the fedrepro log)."""
+    paper, target = registry.find(name)
+    options = parser_for(paper, target, name).parse_args(argv)
     out = io.StringIO()
     handler, log = logging.StreamHandler(out), logging.getLogger("fedrepro")
     level = log.level
@@ -52,7 +59,7 @@ def quiet(fn, argv):
     log.setLevel(logging.INFO)
     try:
         with contextlib.redirect_stdout(out), one_thread():
-            assert fn(argv) == 0
+            assert driver.run(target, options, scale) == 0
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
@@ -136,11 +143,10 @@ def logistic_smoke(tmp_path_factory):
     root = tmp_path_factory.mktemp("l2gd_logistic")
     write_a1a(root / "data")
     args = ["--profile", "smoke", "--results-root", str(root / "results"), "--data-root", str(root / "data")]
+    scale = {"p_grid": (0.05, 0.5, 0.95), "lambda_grid": (0.0, 10.0, 100.0)}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(LS, "LIBSVM_ROWS", {})
-        mp.setattr(settings, "P_GRID", (0.05, 0.5, 0.95))
-        mp.setattr(settings, "LAMBDA_GRID", (0.0, 10.0, 100.0))
-        printed = quiet(logistic.main, ["--figure", "2", *args]) + quiet(logistic.main, ["--figure", "3", *args])
+        mp.setattr(LS, "LIBSVM_ROWS", {})  # the generated a1a has 60 rows, not the file's 1 605
+        printed = quiet("l2gd-fig2", args, scale) + quiet("l2gd-fig3", args, scale)
     return root / "results" / "figures", printed
 
 
@@ -177,20 +183,13 @@ def cifar_smoke(tmp_path_factory):
     root = tmp_path_factory.mktemp("l2gd_cifar")
     fake_cifar.write(root / "data", train=100, test=20)
     args = ["--profile", "smoke", "--results-root", str(root / "results"), "--data-root", str(root / "data")]
+    scale = {"model": "logistic", "max_clients": 10}  # 100 clients of 1 image: too thin
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(C.SPECS, "cifar10", dataclasses.replace(C.SPECS["cifar10"], sizes={"train": 100, "test": 20}))
-        figs = dict(settings.CIFAR_FIGURES)
-        for k, f in figs.items():
-            n = 10 if f.recipe.num_clients == 100 else f.recipe.num_clients  # 100 clients of 1 image: too thin
-            figs[k] = dataclasses.replace(f, recipe=dataclasses.replace(f.recipe, config_model="logistic",
-                                                                        num_clients=n))
-        mp.setattr(settings, "CIFAR_FIGURES", figs)
-        mp.setattr(settings, "TABLE2_MODELS", tuple(figs[k].recipe for k in (5, 6, 4)))
-        printed = quiet(cifar.main, ["--figure", "4", "--series", "l2gd_natural,l2gd_topk,fedavg,fedavg_c,fedopt",
-                                     *args])
-        printed += quiet(cifar.main, ["--figure", "9", "--series", "l2gd_natural,fedopt", *args])
-        printed += quiet(cifar.main, ["--figure", "table2", *args])
-        printed += quiet(cifar.main, ["--figure", "7", *args])
+        printed = quiet("l2gd-fig4", ["--series", "l2gd_natural,l2gd_topk,fedavg,fedavg_c,fedopt", *args], scale)
+        printed += quiet("l2gd-fig9", ["--series", "l2gd_natural,fedopt", *args], scale)
+        printed += quiet("l2gd-table2", args, scale)
+        printed += quiet("l2gd-fig7", args, scale)
     return root / "results", printed
 
 
@@ -218,7 +217,8 @@ def test_cifar_figure4_has_every_curve_bits_and_claims(cifar_smoke):
 def test_cifar_reuses_runs_across_figures_and_table2(cifar_smoke):
     root, printed = cifar_smoke
     assert re.search(r"9 resnet18 l2gd_natural seed 0: reused", printed)
-    assert re.search(r"table2 resnet18 fedavg_c seed 0: reused", printed)
+    # with the stand-in model the three models' runs are one: table2 reuses Figure 4's
+    assert re.search(r"table2 \w+ fedavg_c seed 0: reused", printed) and not re.search(r"table2 .*: ran", printed)
     t2 = (root / "tables" / "l2gd_table2.md").read_text()
     assert "1.1e+12" in t2 and "1.5e+16" in t2 and "ours / paper" in t2
     assert set(verdicts((root / "tables" / "l2gd_table2_claims.md").read_text())) == {"L2G-T2-1", "L2G-T2-2"}
@@ -236,8 +236,8 @@ def test_cifar_figure7_l2gd_is_fedavg_like_and_counts_coins(cifar_smoke):
 
 def test_cifar_without_training_set_is_not_run(tmp_path):
     (tmp_path / "data" / "CIFAR10").mkdir(parents=True)
-    printed = quiet(cifar.main, ["--figure", "5", "--profile", "smoke", "--results-root", str(tmp_path / "r"),
-                                 "--data-root", str(tmp_path / "data")])
+    printed = quiet("l2gd-fig5", ["--profile", "smoke", "--results-root", str(tmp_path / "r"),
+                                  "--data-root", str(tmp_path / "data")])
     summary = pd.read_csv(tmp_path / "r" / "figures" / "l2gd_fig5.csv", keep_default_na=False)
     assert set(summary.status) == {"not run"} and len(summary) == 8
     assert all("cifar10_train.npz" in r for r in summary.reason)
@@ -255,9 +255,14 @@ def test_compare_compression_matches_topk_bits_to_alg3(tmp_path, monkeypatch):
     ds = dict(fen.SETTINGS["datasets"])
     ds["mnist"] = {**ds["mnist"], "run": ["dataset=mnist_5k", *ds["mnist"]["run"][1:], "train.num_clients=20"]}
     monkeypatch.setitem(fen.SETTINGS, "datasets", ds)
-    printed = quiet(compare_compression.main, ["--profile", "smoke", "--splits", "iid", "--results-root",
-                                               str(tmp_path / "r"), "--data-root", str(tmp_path / "nodata")])
+    argv = ["--profile", "smoke", "--splits", "iid", "--results-root", str(tmp_path / "r"), "--data-root",
+            str(tmp_path / "nodata")]
+    # k comes from Alg. 3's runs: the driver runs them, then the Top-k run cells() declares next
+    printed = quiet("compare-compression", argv)
     out = tmp_path / "r" / "figures"
+    paper, target = registry.find("compare-compression")
+    options = parser_for(paper, target, "compare-compression").parse_args(argv)
+    assert len(driver.plan(target, options)) == 4  # with Top-k's run
     s = pd.read_csv(out / "compare_compression.csv", keep_default_na=False)
     assert list(s.series_key) == list(settings.COMPARE_SERIES) and set(s.status) == {"ok"}
     by = s.set_index("series_key")
@@ -289,7 +294,7 @@ def sweep_frame(values: dict, *, dataset="a1a", compressor="none", sweep="p", ra
 
 
 def judge(ids, *frames) -> dict:
-    out = evaluate_claims(list(ids), pd.concat(frames, ignore_index=True))
+    out = evaluate_claims(list(ids), pd.concat(frames, ignore_index=True), checks=CHECKS)
     return dict(zip(out.claim_id, zip(out.verdict, out.detail)))
 
 

@@ -1,7 +1,6 @@
-"""LoSAC Figures 1-5 (experiments/losac/curves.py): settings, one target end to end at
+"""LoSAC Figures 1-5 (experiments/losac/curves.py): settings, two targets end to end at
 profile=smoke on a tmp results root, and the LSC-F1/F2/F4/F5 claim checks on hand-made frames."""
 import contextlib
-import dataclasses
 import io
 import math
 import os
@@ -12,13 +11,23 @@ import pandas as pd
 import pytest
 import torch
 
+from experiments import registry
+from experiments.__main__ import parser_for
 from experiments.losac import curves, settings
+from experiments.losac.claims import CHECKS
 from fedrepro.config import compose_config
+from fedrepro.reports import target
 from fedrepro.reports.claims import evaluate_claims
 
 
 def verdicts(text: str) -> dict:
     return dict(re.findall(r"\*\*(LSC-[A-Z0-9-]+)\*\* (holds|fails|not evaluated):", text))
+
+
+def render(name: str, argv: list[str], **scale) -> int:
+    """`python -m experiments losac NAME ARGV`, shrunk by `scale` (the target's SCALE knobs)."""
+    paper, found = registry.find("losac", name)
+    return target.run(found, parser_for(paper, found, name).parse_args(argv), scale)
 
 
 def test_curve_recipes_map_the_paper_settings():
@@ -51,12 +60,10 @@ def test_summarize_reads_final_half_and_fluctuations():
 
 
 @pytest.mark.slow
-def test_curve_target_smoke_writes_figure_summary_and_claims(tmp_path, monkeypatch):
+def test_curve_target_smoke_writes_figure_summary_and_claims(tmp_path):
     """Figure 4 (HAR: never here, every run 'not run') and a two-panel Figure 5 on 20 clients."""
-    fig5 = settings.CURVE_FIGURES[5]
-    small = dataclasses.replace(fig5, recipe=dataclasses.replace(fig5.recipe, num_clients=20),
-                                panels=fig5.panels[:2])
-    monkeypatch.setitem(settings.CURVE_FIGURES, 5, small)
+    scale = {"num_clients": 20, "panels": 2}
+    small = curves.figure(5, scale)
     root = os.environ.get("FEDREPRO_DATA_ROOT")
     real_esr = bool(root) and curves.unavailable("esr", root) is None
     data_root = root if real_esr else str(tmp_path / "data")
@@ -65,9 +72,9 @@ def test_curve_target_smoke_writes_figure_summary_and_claims(tmp_path, monkeypat
     torch.set_num_threads(1)
     try:
         with contextlib.redirect_stdout(out):
-            for fig in ("4", "5"):
-                assert curves.main(["--figure", fig, "--profile", "smoke", "--results-root", str(tmp_path / "r"),
-                                    "--data-root", data_root]) == 0
+            for fig, knobs in (("fig4", {}), ("fig5", scale)):
+                assert render(fig, ["--profile", "smoke", "--results-root", str(tmp_path / "r"),
+                                    "--data-root", data_root], **knobs) == 0
     finally:
         torch.set_num_threads(threads)
     figs = tmp_path / "r" / "figures"
@@ -103,7 +110,7 @@ def row(alg, fig=2, dataset="mnist", split="noniid", s=50, t=5, c=None, loss=0.3
 
 
 def verdict(claim, rows):
-    out = evaluate_claims([claim], pd.DataFrame(rows)).iloc[0]
+    out = evaluate_claims([claim], pd.DataFrame(rows), checks=CHECKS).iloc[0]
     return out["verdict"], out["detail"]
 
 

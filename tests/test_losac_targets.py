@@ -17,8 +17,12 @@ import pandas as pd
 import pytest
 import torch
 
-from experiments.losac import fig6, fig7, settings, table2
+from experiments import registry
+from experiments.__main__ import parser_for
+from experiments.losac import fig7, settings, table2
+from experiments.losac.claims import CHECKS
 from fedrepro.config import compose_config
+from fedrepro.reports import target
 from fedrepro.reports.claims import evaluate_claims
 
 VERDICT = r"(holds|holds \(tie\)|fails|not evaluated)"
@@ -41,6 +45,12 @@ def one_thread():
 
 def verdicts(text: str) -> dict:
     return dict(re.findall(rf"\*\*(LSC-[A-Z0-9-]+)\*\* {VERDICT}:", text))
+
+
+def render(name: str, argv: list[str], **scale) -> int:
+    """`python -m experiments losac NAME ARGV`, shrunk by `scale` (the target's SCALE knobs)."""
+    paper, found = registry.find("losac", name)
+    return target.run(found, parser_for(paper, found, name).parse_args(argv), scale)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,12 +93,11 @@ def table2_smoke(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp, one_thread():
         if not real_mnist():
             mp.setitem(settings.DATASETS, "mnist", ["dataset=mnist_5k", "model=mlp_mnist"])
-        for key, rec in list(settings.TABLE2.items()):
-            mp.setitem(settings.TABLE2, key, dataclasses.replace(rec, num_clients=20))
         mp.setitem(settings.TRAIN_SIZES, "mnist", 12_000)  # n_i = 600 as in the paper: lr 0.06 kept
         with contextlib.redirect_stdout(out):
-            assert table2.main(["--profile", "smoke", "--results-root", str(root / "results"),
-                                "--data-root", data_root, "--datasets", "mnist,har", "--cells", "M2T2"]) == 0
+            assert render("table2", ["--profile", "smoke", "--results-root", str(root / "results"),
+                                     "--data-root", data_root, "--datasets", "mnist,har", "--cells", "M2T2"],
+                          num_clients=20) == 0
     return root / "results", out.getvalue()
 
 
@@ -126,8 +135,8 @@ def test_fig6_smoke_writes_curves_and_not_run_har(tmp_path, monkeypatch):
     monkeypatch.setitem(settings.FIG6, "mnist", dataclasses.replace(settings.FIG6["mnist"], data=("dataset=mnist_5k",)))
     out = io.StringIO()
     with one_thread(), contextlib.redirect_stdout(out):
-        assert fig6.main(["--profile", "smoke", "--results-root", str(tmp_path), "--data-root",
-                          str(tmp_path / "no-data"), "--datasets", "mnist,har"]) == 0
+        assert render("fig6", ["--profile", "smoke", "--results-root", str(tmp_path), "--data-root",
+                               str(tmp_path / "no-data"), "--datasets", "mnist,har"]) == 0
     figs = tmp_path / "figures"
     assert (figs / "losac_fig6.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     curves = pd.read_csv(figs / "losac_fig6.csv")
@@ -146,11 +155,11 @@ def test_fig6_smoke_writes_curves_and_not_run_har(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_fig7_smoke_writes_curves(tmp_path, monkeypatch):
-    monkeypatch.setattr(settings, "FIG7", dataclasses.replace(settings.FIG7, num_clients=20))
+def test_fig7_smoke_writes_curves(tmp_path):
     out = io.StringIO()
     with one_thread(), contextlib.redirect_stdout(out):
-        assert fig7.main(["--profile", "smoke", "--results-root", str(tmp_path), "--ranks", "4"]) == 0
+        assert render("fig7", ["--profile", "smoke", "--results-root", str(tmp_path), "--ranks", "4"],
+                      num_clients=20) == 0
     figs = tmp_path / "figures"
     assert (figs / "losac_fig7.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     curves = pd.read_csv(figs / "losac_fig7.csv")
@@ -173,7 +182,7 @@ def t2(alg, dataset="mnist", m=2, t=2, rounds=50.0, censored=False, loss=0.1, ac
 
 
 def verdict(claim, rows):
-    out = evaluate_claims([claim], pd.DataFrame(rows)).iloc[0]
+    out = evaluate_claims([claim], pd.DataFrame(rows), checks=CHECKS).iloc[0]
     return out["verdict"], out["detail"]
 
 

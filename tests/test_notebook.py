@@ -7,7 +7,7 @@ import nbformat
 import torch
 from nbclient import NotebookClient
 
-from experiments.fedelasticnet import table2
+from experiments.__main__ import main
 from test_fen_tables import mnist_runs_here
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,8 +19,8 @@ def test_notebook_redraws_a_smoke_store(tmp_path, monkeypatch):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:  # one split: six runs are enough for the notebook
-        assert table2.main(["--profile", "smoke", "--seeds", "1", "--datasets", "mnist", "--splits", "dirichlet0.3",
-                            "--results-root", str(results)]) == 0
+        assert main(["fen", "table2", "--profile", "smoke", "--seeds", "1", "--datasets", "mnist",
+                     "--splits", "dirichlet0.3", "--results-root", str(results)]) == 0
     finally:
         torch.set_num_threads(threads)
 

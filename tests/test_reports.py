@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from experiments.fedelasticnet.claims import CHECKS
 from fedrepro.reports import claims, figures, reference, tables
 from fedrepro.reports.reference import ReferenceNotFoundError
 
@@ -34,7 +35,7 @@ def paper_like(**override) -> dict:
 
 
 def verdict(claim_id, ours):
-    row = claims.evaluate_claims([claim_id], ours).iloc[0]
+    row = claims.evaluate_claims([claim_id], ours, checks=CHECKS).iloc[0]
     return row["verdict"], row["detail"]
 
 
@@ -58,9 +59,9 @@ def test_a_target_stopped_by_a_fedrepro_error_prints_its_line_not_a_traceback(tm
     from fedrepro.reports.cli import run_target
 
     env = {**os.environ, "FEDREPRO_REFERENCE_ROOT": str(tmp_path / "nowhere")}
-    out = subprocess.run([sys.executable, "-m", "experiments.feddyn.table2", "--profile", "smoke", "--done-only",
-                          "--results-root", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300,
-                         cwd=Path(__file__).resolve().parent.parent)
+    out = subprocess.run([sys.executable, "-m", "experiments", "feddyn", "table2", "--profile", "smoke",
+                          "--done-only", "--results-root", str(tmp_path)], capture_output=True, text=True, env=env,
+                         timeout=300, cwd=Path(__file__).resolve().parent.parent)
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr, out.stderr
     assert out.stderr.strip().splitlines()[-1] == (
@@ -74,13 +75,13 @@ def test_a_target_stopped_by_a_fedrepro_error_prints_its_line_not_a_traceback(tm
 
 
 def test_status_of_a_target_without_its_reference_folder_is_that_error_not_zero_runs(tmp_path, monkeypatch):
-    """`fedrepro.status` (and `archive save TARGET`) plan a target by running it: a target that
-    stops before its first run on a FedreproError reports that error, not "0 runs" with exit 0."""
-    from fedrepro.status import main as status_main
+    """`python -m experiments status` (and `archive`) plan a target from its cells: a target whose
+    cells need a missing reference folder reports that error, not "0 runs" with exit 0."""
+    from experiments.__main__ import main as experiments_main
 
     monkeypatch.setenv("FEDREPRO_REFERENCE_ROOT", str(tmp_path / "nowhere"))
     with pytest.raises(ReferenceNotFoundError, match="FEDREPRO_REFERENCE_ROOT"):
-        status_main(["--results-root", str(tmp_path), "--profile", "smoke", "feddyn-table2"])
+        experiments_main(["status", "feddyn-table2", "--results-root", str(tmp_path), "--profile", "smoke"])
     assert not (tmp_path / "tables").exists()
 
 
@@ -292,10 +293,10 @@ def test_t2_6_and_t2_7():
 
 
 def test_registry_unknown_and_markdown():
-    assert all(f"FEN-T2-{i}" in claims.CLAIM_CHECKS for i in range(1, 8))
+    assert all(f"FEN-T2-{i}" in CHECKS for i in range(1, 8))
     with pytest.raises(ValueError, match="unknown claim"):
-        claims.evaluate_claims(["FEN-T9-9"], ours_frame(paper_like()))
-    df = claims.evaluate_claims(["FEN-T2-1", "FDY-T1-1"], ours_frame(paper_like()))
+        claims.evaluate_claims(["FEN-T9-9"], ours_frame(paper_like()), checks=CHECKS)
+    df = claims.evaluate_claims(["FEN-T2-1", "FDY-T1-1"], ours_frame(paper_like()), checks=CHECKS)
     assert list(df.columns) == ["claim_id", "claim", "verdict", "detail"]
     assert df.iloc[1]["verdict"] == "not evaluated"
     md = claims.claims_markdown(df)

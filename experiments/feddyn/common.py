@@ -1,5 +1,6 @@
-"""What FedDyn's target tables (1, 2, 4, 5, 6) share: the grid of runs, the models-to-target
-measurement, the rendering beside the paper, and the claims check.
+"""What FedDyn's target tables (1, 2, 4, 5, 6) share: the grid of runs (`table_cells`), the
+models-to-target measurement, the rendering beside the paper and the claims check
+(`render_table`).
 
 A table row is (setting, dataset, split, target) x algorithm. One run serves both targets of
 its (setting, dataset, split), so the grid has one cell per run and every run is measured
@@ -14,21 +15,20 @@ import logging
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Optional
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.feddyn import settings
+from experiments.feddyn.claims import CHECKS
 from fedrepro.config import compose_config, effective, validate
 from fedrepro.data.loaders import default_data_root, unavailable
 from fedrepro.metrics.targets import (Count, gain, mean_count, models_to_target, rounds_to_target,
                                       uplink_factor, with_gain)
-from fedrepro.reports import claims_feddyn  # noqa: F401  (registers the FDY-* checks)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.cli import table_parser
-from fedrepro.reports.grid import Cell, every_round, mean_interval, measure_target
+from fedrepro.reports.grid import Cell, every_round, mean_interval
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, to_markdown, write_table
 
@@ -54,13 +54,11 @@ class TableSpec:
 # Options
 
 
-def parser(description: str) -> argparse.ArgumentParser:
-    ap = table_parser(description)
+def add_table_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--settings", default="all",
                     help="comma-separated values of the table's setting column (Table 2: '10%%,100%%'; "
                          "Table 4: 'Balanced,Unbalanced'; ...) or 'all'")
     add_run_options(ap)
-    return ap
 
 
 def add_run_options(ap: argparse.ArgumentParser) -> None:
@@ -76,13 +74,15 @@ def eval_extra(args) -> list[str]:
     return list(every_round(args.profile)) if args.eval_every_round else []
 
 
-def run_extra(args) -> list[str]:
-    """Overrides every table and figure run gets on top of its cell's (part of the run key)."""
-    return [f"data_root={args.data_root}", *eval_extra(args)]
+def with_eval_extra(cells: list[Cell], args) -> list[Cell]:
+    """The cells as their runs are run: --eval-every-round's override on top of each cell's
+    (part of the run key; tables and figures add it alike, so they share runs)."""
+    extra = eval_extra(args)
+    return [Cell(c.keys, [*c.overrides, *extra], c.not_run) for c in cells]
 
 
 def eval_interval(args) -> int:
-    return effective(compose_config([f"profile={args.profile}", *run_extra(args)])).eval_every
+    return effective(compose_config([f"profile={args.profile}", *eval_extra(args)])).eval_every
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,19 +162,22 @@ def unrunnable(dataset: str) -> str:
 
 
 def run_cell(keys: dict, dataset: str, split: str, participation: float, devices: int,
-             balance: str, algorithm: str, setting: str = "") -> Cell:
-    """One run's cell: its overrides, or the reason it cannot run here."""
+             balance: str, algorithm: str, setting: str = "", num_devices: Optional[int] = None) -> Cell:
+    """One run's cell: its overrides, or the reason it cannot run here (`num_devices`: the
+    target's scale knob, settings.run_overrides)."""
     reason = unrunnable(dataset)
     if reason:
         return Cell(keys, not_run=reason)
-    overrides = settings.run_overrides(dataset, split, participation, devices, balance, algorithm, setting)
+    overrides = settings.run_overrides(dataset, split, participation, devices, balance, algorithm, setting,
+                                       num_devices)
     if isinstance(overrides, str):
         return Cell(keys, not_run=overrides)
     error = _compose_error(tuple(overrides))
     return Cell(keys, not_run=error) if error else Cell(keys, overrides)
 
 
-def grid(ref: pd.DataFrame, algorithms=settings.ALGORITHMS) -> tuple[list[Cell], list[dict]]:
+def grid(ref: pd.DataFrame, algorithms=settings.ALGORITHMS,
+         num_devices: Optional[int] = None) -> tuple[list[Cell], list[dict]]:
     """One cell per (setting, dataset, split) x algorithm, and each cell's row attributes."""
     cells, rows = [], []
     for _, r in ref.drop_duplicates(RUN_COLS).iterrows():
@@ -182,7 +185,7 @@ def grid(ref: pd.DataFrame, algorithms=settings.ALGORITHMS) -> tuple[list[Cell],
             keys = {"setting": r["setting"], "dataset_key": r["dataset_key"], "split_key": r["split_key"],
                     "algorithm_key": alg}
             cells.append(run_cell(keys, r["dataset_key"], r["split_key"], r["participation"],
-                                  r["num_devices"], r["balance"], alg, r["setting"]))
+                                  r["num_devices"], r["balance"], alg, r["setting"], num_devices))
             rows.append({**{c: r[c] for c in RUN_COLS}, "algorithm_key": alg})
     return cells, rows
 
@@ -202,16 +205,19 @@ def _up_vectors_per_d(run) -> float:
     return floats / max(s["client_rounds"], 1) / s["dim"]
 
 
-def measure(ref: pd.DataFrame, spec: TableSpec, args, algorithms=settings.ALGORITHMS,
-            log=None) -> tuple[pd.DataFrame, list[Cell], dict]:
-    """Run (or reuse) the grid and measure every run at every target of its dataset and split.
+def measure(ref: pd.DataFrame, spec: TableSpec, results, algorithms=settings.ALGORITHMS,
+            num_devices: Optional[int] = None) -> tuple[pd.DataFrame, list[Cell], dict]:
+    """Measure every run of the grid (`results`: the target's runs) at every target of its
+    dataset and split.
 
     Returns the long frame (one row per run x target; `own_target` marks the targets of the
     run's own table row, the ones printed; the others serve cross-target claims such as
     FDY-T1-4), the cells and {cell index: [RunResult]}.
     """
-    cells, rows = grid(ref, algorithms)
-    runs_frame, summaries = measure_target(cells, args, _final_acc, extra=eval_extra(args), log=log)
+    args = results.options
+    cells, rows = grid(ref, algorithms, num_devices)
+    cells = with_eval_extra(cells, args)
+    runs_frame, summaries = results.measure(cells, _final_acc)
     targets = ref.drop_duplicates(["setting", "dataset_key", "split_key", "target"])
     out = []
     for i, row in enumerate(rows):
@@ -356,17 +362,28 @@ def claims_frame(frame: pd.DataFrame, args, number: int) -> tuple[pd.DataFrame, 
     return pd.concat(parts, ignore_index=True), used
 
 
-def run_table(spec: TableSpec, argv=None, *, algorithms=settings.ALGORITHMS, extra_args=None) -> int:
-    """The whole target: parse, run the grid, write the table, print it with its claims."""
-    ap = parser(spec.title)
-    if extra_args:
-        extra_args(ap)
-    args = ap.parse_args(argv)
-    if getattr(args, "dsgd", False):
-        algorithms = (*algorithms, "dsgd")
-    ref, omitted = select_rows(load_table(spec.number), args.datasets, args.splits, args.settings)
+def table_algorithms(args) -> tuple:
+    """The table's methods: the four of the paper, and DSGD with Table 2's --dsgd."""
+    return (*settings.ALGORITHMS, "dsgd") if getattr(args, "dsgd", False) else settings.ALGORITHMS
+
+
+def table_ref(spec: TableSpec, args) -> tuple[pd.DataFrame, list[str]]:
+    """The paper's rows chosen by --datasets, --splits and --settings, and notes on the rest."""
+    return select_rows(load_table(spec.number), args.datasets, args.splits, args.settings)
+
+
+def table_cells(spec: TableSpec, args, scale) -> list[Cell]:
+    """Every run of a table (Target.cells)."""
+    cells, _ = grid(table_ref(spec, args)[0], table_algorithms(args), scale.get("num_devices"))
+    return with_eval_extra(cells, args)
+
+
+def render_table(spec: TableSpec, results) -> int:
+    """The whole table from its runs (Target.render): write it, print it with its claims."""
+    args = results.options
+    ref, omitted = table_ref(spec, args)
     log.info(f"FedDyn Table {spec.number} at profile={args.profile}, seeds={args.seeds}")
-    frame, cells, _ = measure(ref, spec, args, algorithms)
+    frame, cells, _ = measure(ref, spec, results, table_algorithms(args), results.scale.get("num_devices"))
     frame["eval_every"] = eval_interval(args)
     log.info(f"FedDyn Table {spec.number}: {sum(c.not_run is None for c in cells)} runnable runs of {len(cells)}")
     out_dir = Path(args.results_root) / "tables"
@@ -383,7 +400,7 @@ def run_table(spec: TableSpec, argv=None, *, algorithms=settings.ALGORITHMS, ext
     everything, used = claims_frame(frame, args, spec.number)
     source = f" (with the saved rows of Tables {', '.join(map(str, used))})" if used else ""
     paths["claims"] = out_dir / f"{stem}_claims.md"
-    print("\n" + write_claims(paths["claims"], evaluate_claims(list(spec.claims), everything),
+    print("\n" + write_claims(paths["claims"], evaluate_claims(list(spec.claims), everything, checks=CHECKS),
                               f"Claims on our numbers{source}:"))
     paths["runs"] = runs_csv
     for name, path in paths.items():

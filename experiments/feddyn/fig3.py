@@ -1,14 +1,14 @@
 """FedDyn Figure 3: how many classes hold 40 / 60 / 80 % of each MNIST device's data.
 
-    python -m experiments.feddyn.fig3 [--results-root results] [--data-root data]
+    python -m experiments feddyn fig3 [--results-root results] [--data-root data]
 
 FedDyn App. A.2, Figure 3: MNIST over 100 balanced devices (600 samples each) under IID,
 Dirichlet .6 and Dirichlet .3; for every device the fewest classes whose samples make up
 40 % (3a), 60 % (3b) and 80 % (3c) of its data, drawn as histograms of device counts. The
 partitions are exactly those federated runs of seed 0 train on (this project's split configs,
 `make_partition` with seed `derive_seed(0, "partition")`). The paper's statements (App. A.2,
-claim FDY-F3-1) are checked on the mode of each histogram. Nothing is trained, so --profile,
---seeds and --jobs are accepted and ignored. Labels come from real MNIST in --data-root (never
+claim FDY-F3-1) are checked on the mode of each histogram. Nothing is trained (its Target
+declares no run), so --profile, --seeds and --jobs are accepted and ignored. Labels come from real MNIST in --data-root (never
 downloaded here: `python -m fedrepro dataset=mnist` fetches it); without it, the 5 000
 mnist_5k labels stand in (50 samples a device) and the outputs say so.
 """
@@ -23,7 +23,6 @@ from fedrepro.config import compose_config
 from fedrepro.data.loaders import load_dataset
 from fedrepro.data.partition import make_partition, partition_summary
 from fedrepro.errors import DataError
-from fedrepro.reports.cli import run_target, table_parser
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.tables import markdown_grid
 from fedrepro.seeding import derive_seed
@@ -133,9 +132,8 @@ def markdown(rows: list[list[str]], notes: list[str]) -> str:
                       *(f"- {n}" for n in notes)]) + "\n"
 
 
-def main(argv=None) -> int:
-    ap = table_parser(__doc__.splitlines()[0])
-    args = ap.parse_args(argv)  # profile / seeds / jobs: nothing is trained, ignored
+def render(args) -> int:
+    """The figure and its markdown (Target.render, from the command line alone: no run)."""
     labels, source, fallback = mnist_labels(args.data_root)
     ks = figure3(labels)
     rows = summary_rows(ks)
@@ -162,6 +160,3 @@ def main(argv=None) -> int:
     print(f"[fig3] figure: {png}\n[fig3] markdown: {md}")
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(run_target(main))

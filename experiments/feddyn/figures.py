@@ -2,30 +2,30 @@
 clients' models against the round (App. A.2 "Convergence Plots"; SCAFFOLD's double cost is
 in the tables, not in the curves).
 
-    python -m experiments.feddyn.figures --figure 8 --profile quick
-    python -m experiments.feddyn.figures --figure 1 --dataset mnist
+    python -m experiments feddyn fig8 --profile quick
+    python -m experiments feddyn fig1 --dataset mnist
 
 Figures 4-13 use exactly the runs of the table grids (same overrides, so the results store
 reuses what the tables ran; pass the same --profile and --eval-every-round). Figure 1 (alpha
 sensitivity) and Figure 2 (FedSplit) are CIFAR-10 in the paper; `--dataset mnist` draws the
-same sweep on MNIST and says so in the title. `--only-existing` draws what the store holds
-and runs nothing. Seed 0's curve is drawn. A panel or curve without data says "not run" and
-why. PNGs go to <results-root>/figures/.
+same sweep on MNIST and says so in the title. `--done-only` (or `--only-existing`) draws what
+the store holds and runs nothing. Seed 0's curve is drawn (--seeds defaults to 1 here, SEEDS
+aside). A panel or curve without data says "not run" and why. PNGs go to
+<results-root>/figures/. Each figure is a Target (targets.py): `figure_cells`, `render_figure`.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 
 from experiments.feddyn import common
-from fedrepro import store
-from fedrepro.config import compose_config, run_key
-from fedrepro.reports.cli import run_target, table_parser
+from fedrepro.errors import ConfigError
 from fedrepro.reports.figures import figure_dir, panel_grid
-from fedrepro.reports.grid import Cell, measure_cells
+from fedrepro.reports.grid import Cell
 
 NAMES = {"mnist": "MNIST", "emnist_l": "EMNIST-L", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
          "shakespeare": "Shakespeare"}
@@ -42,74 +42,78 @@ class Panel:
 
 
 def _cell(label: str, dataset: str, split: str, participation: float, devices: int, balance: str,
-          algorithm: str, extra: tuple = ()) -> Cell:
+          algorithm: str, extra: tuple = (), num_devices: Optional[int] = None) -> Cell:
     keys = {"panel": f"{dataset} {split} {participation:.0%} {devices} {balance}", "curve": label}
-    cell = common.run_cell(keys, dataset, split, participation, devices, balance, algorithm)
+    cell = common.run_cell(keys, dataset, split, participation, devices, balance, algorithm,
+                           num_devices=num_devices)
     return cell if cell.not_run else Cell(cell.keys, [*cell.overrides, *extra])
 
 
-def convergence(dataset: str, rows: list[tuple]) -> list[Panel]:
+def convergence(dataset: str, rows: list[tuple], num_devices: Optional[int] = None) -> list[Panel]:
     """One panel per (participation, devices, balance, split), the four methods as curves."""
     panels = []
     for participation, devices, balance, split in rows:
         title = f"{SPLIT_NAMES[split]}, {participation:.0%}, {devices} devices" + \
             (", unbalanced" if balance == "unbalanced" else "")
-        panels.append(Panel(title, {alg: _cell(alg, dataset, split, participation, devices, balance, alg)
+        panels.append(Panel(title, {alg: _cell(alg, dataset, split, participation, devices, balance, alg,
+                                               num_devices=num_devices)
                                     for alg in common.settings.ALGORITHMS}))
     return panels
 
 
-def _participation_grid(dataset: str, splits=("iid", "dirichlet0.6", "dirichlet0.3")) -> list[Panel]:
-    return convergence(dataset, [(p, 100, "balanced", s) for s in splits for p in (1.0, 0.1, 0.01)])
+def _participation_grid(dataset: str, num_devices=None, splits=("iid", "dirichlet0.6", "dirichlet0.3")) -> list[Panel]:
+    return convergence(dataset, [(p, 100, "balanced", s) for s in splits for p in (1.0, 0.1, 0.01)], num_devices)
 
 
-def _devices_grid(dataset: str, massive: int) -> list[Panel]:
-    return convergence(dataset, [(0.1, n, "balanced", s) for s in ("iid", "dirichlet0.3") for n in (100, massive)])
+def _devices_grid(dataset: str, massive: int, num_devices=None) -> list[Panel]:
+    return convergence(dataset, [(0.1, n, "balanced", s) for s in ("iid", "dirichlet0.3") for n in (100, massive)],
+                       num_devices)
 
 
-def _balance_grid(dataset: str) -> list[Panel]:
-    return convergence(dataset, [(0.1, 100, b, s) for s in ("iid", "dirichlet0.3") for b in ("balanced", "unbalanced")])
+def _balance_grid(dataset: str, num_devices=None) -> list[Panel]:
+    return convergence(dataset, [(0.1, 100, b, s) for s in ("iid", "dirichlet0.3") for b in ("balanced", "unbalanced")],
+                       num_devices)
 
 
-def _alpha_sweep(dataset: str) -> list[Panel]:
+def _alpha_sweep(dataset: str, num_devices=None) -> list[Panel]:
     cells = {f"alpha={a:g}": _cell(f"alpha={a:g}", dataset, "iid", 0.1, 100, "balanced", "feddyn",
-                                   (f"algorithm.alpha={a}",)) for a in ALPHAS}
+                                   (f"algorithm.alpha={a}",), num_devices) for a in ALPHAS}
     return [Panel("(a) convergence, IID, 10 %, 100 devices", cells)]
 
 
-def _fedsplit(dataset: str) -> list[Panel]:
+def _fedsplit(dataset: str, num_devices=None) -> list[Panel]:
     # FedSplit's step and split are unstated: step 1 (conf default), IID balanced, FedAvg's epochs.
     def panel(p):
-        cells = {"FedDyn": _cell("FedDyn", dataset, "iid", p, 100, "balanced", "feddyn"),
+        cells = {"FedDyn": _cell("FedDyn", dataset, "iid", p, 100, "balanced", "feddyn", (), num_devices),
                  "FedSplit Act": _cell("FedSplit Act", dataset, "iid", p, 100, "balanced", "fedsplit",
-                                       ("algorithm.server=act",))}
+                                       ("algorithm.server=act",), num_devices)}
         if p < 1:  # at 100 % All and Act are the same algorithm: one curve (Fig. 2a)
             cells["FedSplit All"] = _cell("FedSplit All", dataset, "iid", p, 100, "balanced", "fedsplit",
-                                          ("algorithm.server=all",))
+                                          ("algorithm.server=all",), num_devices)
         return Panel(f"{p:.0%} participation, IID, 100 devices", cells)
     return [panel(1.0), panel(0.1)]
 
 
-def _resnet(dataset: str) -> list[Panel]:
+def _resnet(dataset: str, num_devices=None) -> list[Panel]:
     """App. A.2: ResNet-18 with GroupNorm on CIFAR-10, IID, 100 devices, balanced, 10 %; the
     CNN's recipe otherwise (the appendix states no other value for it)."""
     return [Panel("IID, 10 %, 100 devices", {alg: _cell(alg, dataset, "iid", 0.1, 100, "balanced", alg,
-                                                        ("model=resnet18_gn",))
+                                                        ("model=resnet18_gn",), num_devices)
                                              for alg in common.settings.ALGORITHMS})]
 
 
-# figure -> (title, dataset in the paper, panel builder(dataset), dataset can be swapped)
+# figure -> (title, dataset in the paper, panel builder(dataset, num_devices), dataset can be swapped)
 FIGURES = {
     1: ("alpha sensitivity of FedDyn", "cifar10", _alpha_sweep, True),
     2: ("FedSplit (All / Act) vs FedDyn", "cifar10", _fedsplit, True),
-    4: ("convergence, 100 vs 1000 devices", "cifar10", lambda d: _devices_grid(d, 1000), False),
-    5: ("convergence, 100 vs 500 devices", "cifar100", lambda d: _devices_grid(d, 500), False),
+    4: ("convergence, 100 vs 1000 devices", "cifar10", lambda d, n: _devices_grid(d, 1000, n), False),
+    5: ("convergence, 100 vs 500 devices", "cifar100", lambda d, n: _devices_grid(d, 500, n), False),
     6: ("convergence, 100 % / 10 % / 1 % participation", "cifar10", _participation_grid, False),
     7: ("convergence, 100 % / 10 % / 1 % participation", "cifar100", _participation_grid, False),
     8: ("convergence, 100 % / 10 % / 1 % participation", "mnist", _participation_grid, False),
     9: ("convergence, 100 % / 10 % / 1 % participation", "emnist_l", _participation_grid, False),
     10: ("convergence, 100 % / 10 % / 1 % participation", "shakespeare",
-         lambda d: _participation_grid(d, ("iid", "natural")), False),
+         lambda d, n: _participation_grid(d, n, ("iid", "natural")), False),
     11: ("ResNet-18 (GroupNorm) convergence", "cifar10", _resnet, False),
     12: ("convergence, balanced vs unbalanced data", "cifar10", _balance_grid, False),
     13: ("convergence, balanced vs unbalanced data", "cifar100", _balance_grid, False),
@@ -120,27 +124,30 @@ FIGURES = {
 # Runs
 
 
-def _existing(cell: Cell, args) -> Path | str:
-    """The store's finished run of this cell (seed 0) as its folder, or why there is none."""
-    overrides = [*cell.overrides, *common.run_extra(args), f"profile={args.profile}", "seed=0"]
-    folder = store.run_dir(args.results_root, run_key(compose_config(overrides)))
-    summary = store.read_summary(folder)
-    if summary is None or summary.get("status") != "finished":
-        return f"no finished run in {args.results_root} (run the table or drop --only-existing)"
-    return folder
+def dataset_of(number: int, args) -> str:
+    """The figure's dataset: the paper's, or --dataset (Figures 1 and 2)."""
+    _, paper_dataset, _, swappable = FIGURES[number]
+    if args.dataset and not swappable:
+        raise ConfigError(f"--dataset applies to Figures 1 and 2 only; Figure {number} is {NAMES[paper_dataset]}")
+    return args.dataset or paper_dataset
 
 
-def fill(panels: list[Panel], args, log=None) -> None:
-    """Run (or reuse) every runnable curve, seed 0, and read its metrics into its panel."""
+def panels_of(number: int, args, scale) -> list[Panel]:
+    return FIGURES[number][2](dataset_of(number, args), scale.get("num_devices"))
+
+
+def figure_cells(number: int, args, scale) -> list[Cell]:
+    """Every run a figure draws (Target.cells): one per curve, seed 0 (--seeds 1)."""
+    return common.with_eval_extra([c for p in panels_of(number, args, scale) for c in p.cells.values()], args)
+
+
+def fill(panels: list[Panel], results) -> None:
+    """Read every runnable curve's run (seed 0) into its panel (`results`: the target's runs)."""
     todo = [(p, label, c) for p in panels for label, c in p.cells.items() if not c.not_run]
-    if args.only_existing:
-        where = [_existing(c, args) for _, _, c in todo]
-    else:
-        frame, runs = measure_cells([c for _, _, c in todo], lambda run: 0.0, profile=args.profile, seeds=1,
-                                    results_root=args.results_root, extra=common.run_extra(args),
-                                    jobs=args.jobs, log=log)
-        where = [runs[i][0].folder if r.status == "ok" else f"{r.status}: {r.reason}"
-                 for i, r in enumerate(frame.itertuples())]
+    frame, runs = results.measure(common.with_eval_extra([c for _, _, c in todo], results.options),
+                                  lambda run: 0.0)
+    where = [runs[i][0].folder if r.status == "ok" else f"{r.status}: {r.reason}"
+             for i, r in enumerate(frame.itertuples())]
     for p in panels:
         p.missing.update({label: c.not_run for label, c in p.cells.items() if c.not_run})
     for (p, label, _), w in zip(todo, where):
@@ -218,30 +225,17 @@ def draw(number: int, panels: list[Panel], title: str, out_path: Path) -> Path:
     return out_path
 
 
-def main(argv=None) -> int:
-    ap = table_parser(__doc__.splitlines()[0])
-    common.add_run_options(ap)
-    ap.add_argument("--figure", type=int, required=True, choices=sorted(FIGURES))
-    ap.add_argument("--dataset", default=None,
-                    help="Figures 1 and 2 only: draw the paper's CIFAR-10 sweep on this dataset instead")
-    ap.add_argument("--only-existing", action="store_true", help="draw only runs the store holds; run nothing")
-    args = ap.parse_args(argv)
-
-    name, paper_dataset, build, swappable = FIGURES[args.figure]
-    if args.dataset and not swappable:
-        ap.error(f"--dataset applies to Figures 1 and 2 only; Figure {args.figure} is {NAMES[paper_dataset]}")
-    dataset = args.dataset or paper_dataset
-    panels = build(dataset)
-    fill(panels, args)
+def render_figure(number: int, results) -> int:
+    """Draw a figure from its runs (Target.render)."""
+    args = results.options
+    name, paper_dataset, _, _ = FIGURES[number]
+    dataset = dataset_of(number, args)
+    panels = panels_of(number, args, results.scale)
+    fill(panels, results)
     where = NAMES[paper_dataset] if dataset == paper_dataset else \
         f"on {NAMES.get(dataset, dataset)} (the paper: {NAMES[paper_dataset]})"
-    title = f"FedDyn Figure {args.figure}, {where}: {name} (profile={args.profile}, seed 0)"
+    title = f"FedDyn Figure {number}, {where}: {name} (profile={args.profile}, seed 0)"
     suffix = "" if dataset == paper_dataset else f"_{dataset}"
-    path = draw(args.figure, panels, title,
-                figure_dir(args.results_root) / f"feddyn_fig{args.figure}{suffix}.png")
-    print(f"[feddyn figure {args.figure}] {path}")
+    path = draw(number, panels, title, figure_dir(args.results_root) / f"feddyn_fig{number}{suffix}.png")
+    print(f"[feddyn figure {number}] {path}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_target(main))

@@ -11,8 +11,8 @@ ceil(n / B) steps: the equal local computation the paper chose K for is kept.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Union
+from dataclasses import dataclass, field, replace
+from typing import Optional, Union
 
 # Dataset key (reference tables) -> config dataset name and model. Tests swap the MNIST entry
 # for mnist_5k when the real files are absent.
@@ -172,11 +172,14 @@ def recipe(dataset: str, participation: float, split: str, devices: int, balance
 
 
 def run_overrides(dataset: str, split: str, participation: float, devices: int, balance: str,
-                  algorithm: str, setting: str = "") -> Union[list[str], str]:
-    """All overrides of one run (a table cell without its target), or why it cannot be built."""
+                  algorithm: str, setting: str = "", num_devices: Optional[int] = None) -> Union[list[str], str]:
+    """All overrides of one run (a table cell without its target), or why it cannot be built;
+    `num_devices` replaces the recipe's device count (a target's scale knob: a small run)."""
     r = recipe(dataset, participation, split, devices, balance)
     if isinstance(r, str):
         return r
+    if num_devices:
+        r = replace(r, num_devices=num_devices)
     if dataset == "synthetic":  # the generator's own 20 devices
         data = [*DATASETS[dataset], "split=natural", *SYNTHETIC_TYPES[setting]]
     elif split in SPLITS:

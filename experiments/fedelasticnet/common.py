@@ -1,36 +1,26 @@
-"""FedElasticNet's tables and figures as grids of runs, built from settings.yaml.
+"""FedElasticNet's runs, built from settings.yaml, and the panels its tables and figures draw.
 
 One function turns (dataset, split, algorithm key, participation) into config overrides, so
 every table and figure that needs the same run asks for identical overrides and the results
-store (keyed by the resolved config) computes it once. `run_table` is the flow Tables 2-4
-share: select rows, run or reuse the cells, compare with the paper, check the claims, plot,
-and list the runs behind the cells (<stem>_runs.csv: key, time, final accuracy and costs).
+store (keyed by the resolved config) computes it once. `selection` reads --datasets and
+--splits; the figure helpers draw a grid of panels, each a set of curves or the reason it is
+empty; `store_index` lists the runs of a results store (the notebook reads it).
 """
 from __future__ import annotations
 
-import logging
 import math
 import textwrap
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import pandas as pd
 from omegaconf import OmegaConf
 
 import fedrepro  # noqa: F401  (torchvision shim first)
-import fedrepro.reports.claims_fen  # noqa: F401  (registers the FEN T3/T4/F*/REV checks)
 from fedrepro.config import CONF_DIR
 from fedrepro.data.loaders import default_data_root, unavailable
-from fedrepro.reports.claims import claims_markdown, evaluate_claims
-from fedrepro.reports.cli import table_parser
 from fedrepro.reports.figures import panel_grid
-from fedrepro.reports.grid import Cell, measure_target
-from fedrepro.reports.reference import load_reference
-from fedrepro.reports.tables import compare_table, to_markdown, write_table
-
-# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
-log = logging.getLogger("fedrepro.experiments")
+from fedrepro.reports.grid import Cell
 
 SETTINGS = OmegaConf.to_container(OmegaConf.load(Path(__file__).with_name("settings.yaml")))
 KEYS = ["dataset_key", "split_key", "algorithm_key"]
@@ -100,6 +90,12 @@ def cell(keys: dict, participation: str, profile: str, **changes) -> Cell:
     return Cell(dict(keys), overrides, not_run=not_run_reason(overrides))
 
 
+def table_grid(reference: pd.DataFrame, participation: str, profile: str) -> list[Cell]:
+    """A run per (dataset, split, algorithm) row of a paper's table."""
+    rows = reference[KEYS].drop_duplicates()
+    return [cell(dict(r), participation, profile) for _, r in rows.iterrows()]
+
+
 def metrics_frame(run) -> pd.DataFrame:
     return pd.read_csv(Path(run.folder) / "metrics.csv")
 
@@ -114,9 +110,6 @@ def tail_accuracy(frame: pd.DataFrame, column: str = ACCURACY) -> float:
 
 # ---------------------------------------------------------------------------------------------
 # Command line: which rows
-
-
-parser = table_parser
 
 
 def _choose(arg: Optional[str], known: list[str], default: list[str], what: str) -> list[str]:
@@ -251,99 +244,6 @@ def group_panels(cells: list[Cell], summaries: dict, row_keys: list[str], label_
 
 def titled(panels: dict[tuple, object]) -> list[tuple[str, object]]:
     return [(" ".join(LABELS.get(str(v), str(v)) for v in row), content) for row, content in panels.items()]
-
-
-# ---------------------------------------------------------------------------------------------
-# Tables 2-4
-
-
-@dataclass
-class TableSpec:
-    number: int
-    participation: str  # p10 | p100
-    metric: Callable  # RunResult -> the table's value
-    value_name: str
-    unit_note: str
-    claims: list[str]
-    notes: list[str] = field(default_factory=list)
-    # (args, cells, ours) -> [(claim ids, the frame they read)] beyond `claims` on `ours`
-    extra_claims: Optional[Callable] = None
-
-    @property
-    def stem(self) -> str:
-        return f"fedelasticnet_table{self.number}"
-
-    def title(self, profile: str) -> str:
-        return (f"FedElasticNet Table {self.number}: {self.value_name} ({self.unit_note.split(',')[0]}), "
-                f"{PARTICIPATION[self.participation]} participation, profile={profile}")
-
-
-def table_grid(reference: pd.DataFrame, participation: str, profile: str) -> list[Cell]:
-    rows = reference[KEYS].drop_duplicates()
-    return [cell(dict(r), participation, profile) for _, r in rows.iterrows()]
-
-
-def runs_frame(cells: list[Cell], summaries: dict) -> pd.DataFrame:
-    """One row per run behind a table: its cell, seed, run key, status, time and final costs."""
-    rows = []
-    for i, c in enumerate(cells):
-        for r in summaries.get(i, []):
-            s, final = r.summary, r.summary.get("final") or {}
-            rows.append({**c.keys, "seed": s["seed"], "key": r.key, "status": s["status"],
-                         "train_seconds": s["train_seconds"], "seconds_per_round": s["seconds_per_round"],
-                         "client_rounds": s["client_rounds"], "server_test_acc": final.get("server_test_acc"),
-                         "cum_up_nonzeros": final.get("cum_up_nonzeros"),
-                         "cum_up_entropy": final.get("cum_up_entropy"), "executor": s["executor"]})
-    return pd.DataFrame(rows)
-
-
-def run_table(spec: TableSpec, argv=None) -> int:
-    args = parser(spec.title("PROFILE")).parse_args(argv)
-    reference = load_reference(spec.stem)
-    datasets, splits, omitted = selection(args, list(dict.fromkeys(reference.dataset_key)),
-                                          list(dict.fromkeys(reference.split_key)))
-    reference = reference[reference.dataset_key.isin(datasets) & reference.split_key.isin(splits)]
-    cells = table_grid(reference, spec.participation, args.profile)
-    title = spec.title(args.profile)
-    log.info(f"{title}, seeds={args.seeds}: {sum(c.not_run is None for c in cells)} runnable cells of {len(cells)}")
-    ours, summaries = measure_target(cells, args, spec.metric)
-    table = compare_table(ours, reference, KEYS, value_name=spec.value_name, unit_note=spec.unit_note)
-    notes = [f"profile: {args.profile} (conf/profile/{args.profile}.yaml)",
-             *spec.notes, *setting_notes(datasets, spec.participation, args.profile), *omitted]
-    out_dir = Path(args.results_root) / "tables"
-    paths = write_table(table, out_dir, spec.stem, title=title, notes=notes)
-    paths["runs"] = out_dir / f"{spec.stem}_runs.csv"
-    runs_frame(cells, summaries).to_csv(paths["runs"], index=False)
-    print(to_markdown(table, title, notes))
-
-    groups = [(spec.claims, ours)] + (spec.extra_claims(args, cells, ours) if spec.extra_claims else [])
-    claims = pd.concat([evaluate_claims(ids, frame) for ids, frame in groups], ignore_index=True)
-    claims_md = claims_markdown(claims)
-    print("\nClaims check (on our numbers):\n" + claims_md)
-    paths["claims"] = out_dir / f"{spec.stem}_claims.md"
-    paths["claims"].write_text(claims_md + "\n")
-
-    panels = titled(group_panels(cells, summaries, ["dataset_key", "split_key"], "algorithm_key"))
-    paths["figure"] = panels_figure(panels, out_dir / f"{spec.stem}_accuracy.png",
-                                    title=f"FedElasticNet Table {spec.number} runs ({PARTICIPATION[spec.participation]}"
-                                          f" participation, profile={args.profile}): test accuracy of the "
-                                          "mean of all clients' models, seed 0")
-    for name, path in paths.items():
-        print(f"[table{spec.number}] {name}: {path}")
-    return 0
-
-
-def previous_table(args, number: int) -> tuple[pd.DataFrame, str]:
-    """Table `number`'s CSV as an `ours` frame when it was made with this profile and seeds."""
-    path = Path(args.results_root) / "tables" / f"fedelasticnet_table{number}.csv"
-    if not path.exists():
-        return pd.DataFrame(), f"{path} not found: run table{number} first"
-    frame = pd.read_csv(path, dtype={"seeds": str, "profile": str, "status": str})
-    ok = frame[frame["status"] == "ok"]
-    wanted = ",".join(str(s) for s in range(args.seeds))
-    if ok.empty or set(ok["profile"].astype(str)) != {args.profile} or set(ok["seeds"].astype(str)) != {wanted}:
-        return pd.DataFrame(), f"{path} was not made with profile={args.profile} and seeds {wanted}"
-    return frame, ""
 
 
 # ---------------------------------------------------------------------------------------------

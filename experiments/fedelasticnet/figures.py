@@ -1,15 +1,15 @@
-"""FedElasticNet's figures, redrawn from finished runs (missing runs are run through the store).
+"""FedElasticNet's figures, redrawn from the runs of the results store (targets.py).
 
-    python -m experiments.fedelasticnet.figures --figure N [--profile quick] [--seeds 1]
-        [--datasets all] [--splits iid,...] [--participation p10|p100 (costs only)]
+    python -m experiments fen fig1 [--profile quick] [--seeds 1] [--datasets all] [--splits iid,...]
+    python -m experiments fen costs [--participation p10|p100]
 
-  1      accuracy against the round, 10 %, Dirichlet (.3): a panel per dataset, six algorithms
-  6      the same for IID and Dirichlet (.6)      7  Shakespeare IID and non-IID, 10 %
-  8      MNIST and EMNIST-L at 100 % (Table 4's runs, its quick caps included)
-  9      CIFAR-10 and CIFAR-100 at 100 %
-  2      histograms of the Delta uploaded in the final round by FedDyn (transmitting updates),
+  fig1   accuracy against the round, 10 %, Dirichlet (.3): a panel per dataset, six algorithms
+  fig6   the same for IID and Dirichlet (.6)      fig7  Shakespeare IID and non-IID, 10 %
+  fig8   MNIST and EMNIST-L at 100 % (Table 4's runs, its quick caps included)
+  fig9   CIFAR-10 and CIFAR-100 at 100 %
+  fig2   histograms of the Delta uploaded in the final round by FedDyn (transmitting updates),
          Algorithm 2 and Algorithm 3
-  3 4 5  Algorithm 1, 2, 3 with lambda1 in {1e-8, 1e-6, 1e-4, 1e-2}: accuracy and nonzeros
+  fig3 fig4 fig5  Algorithm 1, 2, 3 with lambda1 in {1e-8, 1e-6, 1e-4, 1e-2}: accuracy and nonzeros
   costs  beyond the paper (reviewer 3): nonzeros and entropy against the round, per round and
          cumulative, one figure per dataset and split
 
@@ -35,17 +35,17 @@ import pandas as pd
 import torch
 
 import fedrepro.runner
+from experiments.fedelasticnet.claims import CHECKS, FEN_T2_UNIT
 from experiments.fedelasticnet.common import (ACCURACY, IMAGE4, LABELS, PARTICIPATION, SIX, cell, dataset_reason,
                                               draw_curves, draw_reason, group_panels, metrics_frame,
-                                              new_figure, panels_figure, parser, run_overrides, runnable_datasets,
+                                              new_figure, panels_figure, run_overrides, runnable_datasets,
                                               save, selection, table_grid, tail_accuracy, titled)
 from fedrepro import store
 from fedrepro.config import compose_config, run_key
 from fedrepro.metrics.ledger import Ledger, shannon_entropy
-from fedrepro.reports.claims import FEN_T2_UNIT, claims_markdown, evaluate_claims
-from fedrepro.reports.cli import run_target
+from fedrepro.reports.claims import claims_markdown, evaluate_claims
 from fedrepro.reports.figures import figure_dir
-from fedrepro.reports.grid import Cell, measure_target, refuse_done_only
+from fedrepro.reports.grid import Cell, refuse_done_only
 from fedrepro.reports.reference import load_reference
 
 ALL_SPLITS = ["iid", "dirichlet0.6", "dirichlet0.3"]
@@ -65,7 +65,7 @@ NAMES = {"fen_alg1": "Algorithm 1", "fen_alg2": "Algorithm 2", "fen_alg3": "Algo
 
 
 def report_claims(ids: list[str], frame: pd.DataFrame, path: Path) -> None:
-    md = claims_markdown(evaluate_claims(ids, frame))
+    md = claims_markdown(evaluate_claims(ids, frame, checks=CHECKS))
     path.write_text(md + "\n")
     print("\nClaims check (on our numbers):\n" + md)
 
@@ -76,8 +76,9 @@ def data_names(summaries: dict) -> str:
 
 
 def stand_in(dataset: str = "cifar10") -> tuple[str, str]:
-    """The paper's dataset when it runs here, else the first runnable one, and a title note."""
-    if dataset_reason(dataset) is None:
+    """The paper's dataset when it runs here (or nothing does), else the first runnable one, and a
+    title note."""
+    if dataset_reason(dataset) is None or not runnable_datasets():
         return dataset, LABELS[dataset]
     here = runnable_datasets()[0]
     return here, f"paper: {LABELS[dataset]}, here: {LABELS[here]} ({LABELS[dataset]}: {dataset_reason(dataset)})"
@@ -102,10 +103,16 @@ def grid_cells(datasets, splits, algorithms, participation, args) -> tuple[list[
 # Figs. 1, 6-9: accuracy against the round
 
 
-def accuracy_figure(number: str, args) -> Path:
-    datasets, splits, participation, claims = ACCURACY_FIGURES[number]
-    cells, notes = grid_cells(datasets, splits, SIX, participation, args)
-    ours, summaries = measure_target(cells, args, lambda run: tail_accuracy(metrics_frame(run)))
+def accuracy_cells(number: str, args) -> tuple[list[Cell], list[str]]:
+    datasets, splits, participation, _ = ACCURACY_FIGURES[number]
+    return grid_cells(datasets, splits, SIX, participation, args)
+
+
+def accuracy_figure(number: str, results) -> Path:
+    args = results.options
+    _, splits, participation, claims = ACCURACY_FIGURES[number]
+    cells, notes = accuracy_cells(number, args)
+    ours, summaries = results.measure(cells, lambda run: tail_accuracy(metrics_frame(run)))
     title = (f"FedElasticNet Fig. {number}: test accuracy (mean of all clients' models) against the round, "
              f"{PARTICIPATION[participation]} participation, profile={args.profile}, data: "
              f"{data_names(summaries)}, seed 0")
@@ -233,13 +240,19 @@ def figure2(args) -> Path:
 # Figs. 3-5: the lambda1 sweep
 
 
-def sweep_figure(number: str, args) -> Path:
+def sweep_cells(number: str, args) -> list[Cell]:
+    dataset, _ = stand_in()
+    return [cell({"dataset_key": dataset, "split_key": "dirichlet0.3", "algorithm_key": SWEEP[number], "lambda1": lam},
+                 "p10", args.profile, lambda1=lam) for lam in LAMBDAS]
+
+
+def sweep_figure(number: str, results) -> Path:
+    args = results.options
     alg = SWEEP[number]
-    dataset, note = stand_in()
-    cells = [cell({"dataset_key": dataset, "split_key": "dirichlet0.3", "algorithm_key": alg, "lambda1": lam},
-                  "p10", args.profile, lambda1=lam) for lam in LAMBDAS]
-    nnz, summaries = measure_target(cells, args, lambda run: run.summary["final"]["cum_up_nonzeros"] / FEN_T2_UNIT)
-    acc, _ = measure_target(cells, args, lambda run: tail_accuracy(metrics_frame(run)), log=lambda line: None)
+    _, note = stand_in()
+    cells = sweep_cells(number, args)
+    nnz, summaries = results.measure(cells, lambda run: run.summary["final"]["cum_up_nonzeros"] / FEN_T2_UNIT)
+    acc, _ = results.measure(cells, lambda run: tail_accuracy(metrics_frame(run)))
     frame = nnz[["algorithm_key", "lambda1", "status"]].assign(nnz=nnz["ours_mean"], acc=acc["ours_mean"])
     fig, axes = new_figure(3, f"FedElasticNet Fig. {number} ({NAMES[alg]}): lambda1 sweep, {note}, Dirichlet (.3), "
                               f"10 %, other values from Table 5, profile={args.profile}", ncols=3)
@@ -272,13 +285,19 @@ COST_PANELS = [("nonzeros per round (x 1e7)", "up_nonzeros", 1 / FEN_T2_UNIT),
                ("cumulative entropy (bits)", "cum_up_entropy", 1.0)]
 
 
-def cost_figures(args) -> list[Path]:
-    reference = load_reference("fedelasticnet_table3")  # its rows, with FedDyn's two transmit modes
+def cost_cells(args) -> tuple[list[Cell], list[str]]:
+    """The runs of Table 3 (p10) or 4 (p100): its rows, with FedDyn's two transmit modes."""
+    reference = load_reference("fedelasticnet_table3")
     datasets, splits, notes = selection(args, list(dict.fromkeys(reference.dataset_key)),
                                         list(dict.fromkeys(reference.split_key)))
     reference = reference[reference.dataset_key.isin(datasets) & reference.split_key.isin(splits)]
-    cells = table_grid(reference, args.participation, args.profile)
-    _, summaries = measure_target(cells, args, lambda run: run.summary["final"]["cum_up_nonzeros"])
+    return table_grid(reference, args.participation, args.profile), notes
+
+
+def cost_figures(results) -> list[Path]:
+    args = results.options
+    cells, notes = cost_cells(args)
+    _, summaries = results.measure(cells, lambda run: run.summary["final"]["cum_up_nonzeros"])
     out = figure_dir(args.results_root)
     paths, per_round = [], []
     for (d, s), content in group_panels(cells, summaries, ["dataset_key", "split_key"], "algorithm_key").items():
@@ -302,25 +321,3 @@ def cost_figures(args) -> list[Path]:
                   out / f"fedelasticnet_costs_{args.participation}_claims.md")
     return paths
 
-
-def main(argv=None) -> int:
-    ap = parser(__doc__.splitlines()[0])
-    ap.add_argument("--figure", required=True, choices=[*"123456789", "costs"])
-    ap.add_argument("--participation", default="p10", choices=list(PARTICIPATION),
-                    help="costs only: the Tables 2/3 runs (p10) or Table 4's (p100)")
-    args = ap.parse_args(argv)
-    if args.figure in ACCURACY_FIGURES:
-        paths = [accuracy_figure(args.figure, args)]
-    elif args.figure == "2":
-        paths = [figure2(args)]
-    elif args.figure in SWEEP:
-        paths = [sweep_figure(args.figure, args)]
-    else:
-        paths = cost_figures(args)
-    for path in paths:
-        print(f"[figure {args.figure}] {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_target(main))

@@ -3,8 +3,8 @@ ResNet-18 / DenseNet-121 / MobileNet (ResNet-56), compressed L2GD against FedAvg
 compression) and FedOpt: accuracy and loss against rounds and against bits / n, bits / n to the
 target accuracy.
 
-    python -m experiments.l2gd.cifar --figure 4 [--profile quick] [--series l2gd_natural,fedopt]
-    python -m experiments.l2gd.cifar --figure table2
+    python -m experiments l2gd fig4 [--profile quick] [--series l2gd_natural,fedopt]
+    python -m experiments l2gd table2
 
 Figs. 4-6: every series of the paper's comparison on one model (train row, test row: accuracy
 against rounds, loss against bits, loss against rounds, accuracy against bits). Figs. 9-11: the
@@ -15,7 +15,7 @@ series) is one run of the results store, shared by the figures and the table tha
 Without CIFAR-10's training set (../shared/data has the test set only) every run is "not run"
 with the missing files named; `python -m experiments.l2gd.fake_cifar DIR` writes generated
 CIFAR-format files for a smoke run (`--data-root DIR --profile smoke`). Settings and what the
-paper leaves open: settings.py (CifarRecipe, SCALES, CIFAR_ASSUMED).
+paper leaves open: settings.py (CifarRecipe, SCALES, CIFAR_ASSUMED). The Targets: targets.py.
 
 Claims spanning models (L2G-F4-*, F9-*, T2-*) are judged on this target's runs and those of the
 other CIFAR targets already in the results store. Writes <results-root>/figures/l2gd_fig<N>.{png,csv,md},
@@ -23,6 +23,7 @@ l2gd_fig<N>_curves.csv, l2gd_fig<N>_claims.md (tables/l2gd_table2.* for Table 2)
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
@@ -31,33 +32,41 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.l2gd import settings
-from experiments.l2gd.common import fmt, metrics, parser, rounds_of
+from experiments.l2gd.claims import CHECKS, PAPER_T2
+from experiments.l2gd.common import fmt, metrics, rounds_of, tables_dir
 from fedrepro.data.loaders import unavailable
-from fedrepro.reports import claims_l2gd  # noqa: F401  (registers L2G-F4..F9, T2, S7)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
-from fedrepro.reports.grid import Cell, measure_target
+from fedrepro.reports.grid import Cell
 from fedrepro.reports.tables import markdown_grid
 
-# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+# a name under the fedrepro loggers (reports.cli sets those up), not experiments.*
 log = logging.getLogger("fedrepro.experiments")
 
 BUDGETS = 5  # L2G-F4-2: log-spaced budgets up to the smallest total bits/n of the figure's curves
 PAPER_PARAMS = {"densenet121": 7.9e6, "mobilenet": 3.2e6, "resnet18": 1.1e7}
 
 
-def figure_spec(key: str):
-    """(title, [(recipe, series, figure key)], claims, kind, assumed)."""
+def scaled(recipe: settings.CifarRecipe, scale: dict) -> settings.CifarRecipe:
+    """The recipe shrunk by the CIFAR targets' scale knobs (model, max_clients)."""
+    if "model" in scale:
+        recipe = dataclasses.replace(recipe, config_model=scale["model"])
+    if "max_clients" in scale:
+        recipe = dataclasses.replace(recipe, num_clients=min(recipe.num_clients, scale["max_clients"]))
+    return recipe
+
+
+def figure_spec(key: str, scale: dict):
+    """(title, [(recipe, series)], claims, kind, assumed)."""
     if key == "table2":
-        items = [(r, s) for r in settings.TABLE2_MODELS for s in settings.TABLE2_SERIES]
+        items = [(scaled(r, scale), s) for r in settings.TABLE2_MODELS for s in settings.TABLE2_SERIES]
         return "Table 2: bits / n to the target test accuracy", items, settings.TABLE2_CLAIMS, "table", ()
     fig = settings.CIFAR_FIGURES[int(key)]
-    return fig.title, [(fig.recipe, s) for s in fig.series], fig.claims, fig.kind, fig.assumed
+    return fig.title, [(scaled(fig.recipe, scale), s) for s in fig.series], fig.claims, fig.kind, fig.assumed
 
 
-def cells(key: str, args, series_filter=None) -> list[Cell]:
-    _, items, _, _, _ = figure_spec(key)
+def cells(key: str, args, scale: dict, series_filter=None) -> list[Cell]:
+    _, items, _, _, _ = figure_spec(key, scale)
     reason = unavailable("cifar10", args.data_root)
     out = []
     for recipe, series in items:
@@ -68,10 +77,10 @@ def cells(key: str, args, series_filter=None) -> list[Cell]:
     return out
 
 
-def recipe_of(model: str) -> settings.CifarRecipe:
-    """The recipe of a model key (read from settings at call time, so a patched recipe is used)."""
+def recipe_of(model: str, scale: dict) -> settings.CifarRecipe:
+    """The recipe of a model key, scaled."""
     recipes = [f.recipe for f in settings.CIFAR_FIGURES.values()] + list(settings.TABLE2_MODELS)
-    return {r.model: r for r in recipes}[model]
+    return scaled({r.model: r for r in recipes}[model], scale)
 
 
 def label(model: str) -> str:
@@ -132,13 +141,13 @@ def coin_stats(recipe: settings.CifarRecipe, seed: int, rounds: int) -> dict:
             "coin_rounds": rounds, "p": recipe.p}
 
 
-def frame(cell_list: list[Cell], status: pd.DataFrame, runs: dict, target: float, profile: str):
+def frame(cell_list: list[Cell], status: pd.DataFrame, runs: dict, target: float, profile: str, scale: dict):
     """(summary: one row per cell, means over the seeds run; curves: seed 0's evaluated rounds)."""
     rows, curves = [], []
     for i, cell in enumerate(cell_list):
         st = status.iloc[i]
         keys = cell.keys
-        recipe = recipe_of(keys["model_key"])
+        recipe = recipe_of(keys["model_key"], scale)
         row = {**keys, "status": st["status"], "reason": st["reason"], "seeds": st.get("seeds", ""),
                "label": settings.SERIES[keys["series_key"]].label}
         if keys["series_key"] == "l2gd" and recipe.agg == 1.0:
@@ -222,8 +231,8 @@ def _panel(ax, curves, series, x, y, title, xlabel, ylabel, reason) -> None:
     ax.grid(alpha=0.3)
 
 
-def draw(curves: pd.DataFrame, summary: pd.DataFrame, key: str, path, title: str) -> None:
-    _, items, _, kind, _ = figure_spec(key)
+def draw(curves: pd.DataFrame, summary: pd.DataFrame, key: str, scale: dict, path, title: str) -> None:
+    _, items, _, kind, _ = figure_spec(key, scale)
     series = [s for _, s in items if s in set(summary.series_key)]
     reasons = summary[~summary.status.isin(["ok", "diverged"])]["reason"]
     reason = str(reasons.iloc[0]) if len(reasons) == len(summary) else ""
@@ -277,8 +286,8 @@ def draw(curves: pd.DataFrame, summary: pd.DataFrame, key: str, path, title: str
 # -- text ---------------------------------------------------------------------------------------------
 
 
-def markdown(summary: pd.DataFrame, key: str, args, target: float) -> str:
-    title, items, _, kind, assumed = figure_spec(key)
+def markdown(summary: pd.DataFrame, key: str, args, scale: dict, target: float) -> str:
+    title, items, _, kind, assumed = figure_spec(key, scale)
     rows = []
     for r in summary.to_dict("records"):
         name = f"{label(r['model_key'])} / {r['series_key']}"
@@ -308,8 +317,6 @@ def markdown(summary: pd.DataFrame, key: str, args, target: float) -> str:
 
 def table2_markdown(summary: pd.DataFrame, target: float) -> tuple[str, pd.DataFrame]:
     """Table 2: ours beside the paper's (reference/l2gd_table2.csv values)."""
-    from fedrepro.reports.claims_l2gd import PAPER_T2
-
     out, rows = [], []
     for recipe in settings.TABLE2_MODELS:
         m = recipe.model
@@ -342,65 +349,54 @@ def table2_markdown(summary: pd.DataFrame, target: float) -> tuple[str, pd.DataF
     return text, pd.DataFrame(out)
 
 
-def other_frames(key: str, claims: tuple, args, target: float) -> list[pd.DataFrame]:
+def other_frames(key: str, claims: tuple, results, target: float) -> list[pd.DataFrame]:
     """The stored runs of the other CIFAR targets that share a claim with this one (nothing runs)."""
+    args, scale = results.options, results.scale
     out = []
     for other in [*(str(k) for k in settings.CIFAR_FIGURES), "table2"]:
-        if other == key or not set(figure_spec(other)[2]) & set(claims):
+        if other == key or not set(figure_spec(other, scale)[2]) & set(claims):
             continue
-        cell_list = cells(other, args)
-        status, runs = measure_target(cell_list, args, run=False)
-        out.append(frame(cell_list, status, runs, target, args.profile)[0])
+        cell_list = cells(other, args, scale)
+        status, runs = results.measure(cell_list, run=False)
+        out.append(frame(cell_list, status, runs, target, args.profile, scale)[0])
     return out
 
 
-def main(argv=None) -> int:
-    ap = parser(__doc__.splitlines()[0])
-    ap.add_argument("--figure", required=True, choices=[*(str(k) for k in sorted(settings.CIFAR_FIGURES)), "table2"],
-                    help="4 ... 11 or table2")
-    ap.add_argument("--series", default=None, help="comma-separated series keys to run (default: the figure's all)")
-    args = ap.parse_args(argv)
-    key = args.figure
-    title, _, claims, kind, _ = figure_spec(key)
+def series_of(args):
+    """The series --series asks for (None: the figure's all)."""
+    return set(args.series.split(",")) if args.series else None
+
+
+def render(key: str, results) -> int:
+    """A figure (or Table 2), its tables and claims from its runs (Target.render)."""
+    args, scale = results.options, results.scale
+    title, _, claims, _, _ = figure_spec(key, scale)
     target = settings.SCALES[args.profile].target
     log.info(f"L2GD {'Figure ' + key if key != 'table2' else 'Table 2'} ({title}) at profile={args.profile}, "
              f"seeds={args.seeds}, target {target:g}")
-    wanted = set(args.series.split(",")) if args.series else None
-    cell_list = cells(key, args, wanted)
-    status, runs = measure_target(cell_list, args)
-    summary, curves = frame(cell_list, status, runs, target, args.profile)
+    cell_list = cells(key, args, scale, series_of(args))
+    status, runs = results.measure(cell_list)
+    summary, curves = frame(cell_list, status, runs, target, args.profile, scale)
 
     name = f"l2gd_{'fig' + key if key != 'table2' else 'table2'}"
-    out_dir = figure_dir(args.results_root) if key != "table2" else _tables_dir(args.results_root)
+    out_dir = figure_dir(args.results_root) if key != "table2" else tables_dir(args.results_root)
     paths = {"png": out_dir / f"{name}.png", "csv": out_dir / f"{name}.csv", "md": out_dir / f"{name}.md",
              "curves": out_dir / f"{name}_curves.csv", "claims": out_dir / f"{name}_claims.md"}
-    draw(curves, summary, key, paths["png"], f"L2GD {'Figure ' + key if key != 'table2' else 'Table 2'} (ours): "
-                                              f"{title}, profile {args.profile}")
+    draw(curves, summary, key, scale, paths["png"], f"L2GD {'Figure ' + key if key != 'table2' else 'Table 2'} "
+                                                     f"(ours): {title}, profile {args.profile}")
     summary.to_csv(paths["csv"], index=False)
     curves.to_csv(paths["curves"], index=False)
-    md = markdown(summary, key, args, target)
+    md = markdown(summary, key, args, scale, target)
     if key == "table2":
         text, t2 = table2_markdown(summary, target)
         md = f"### L2GD Table 2 (ours / paper)\n\n{text}\n\n{md}"
         t2.to_csv(out_dir / "l2gd_table2_compare.csv", index=False)
     paths["md"].write_text(md, encoding="utf-8")
     print(md)
-    judged = pd.concat([summary, *other_frames(key, claims, args, target)], ignore_index=True)
-    print(write_claims(paths["claims"], evaluate_claims(list(claims), judged),
+    judged = pd.concat([summary, *other_frames(key, claims, results, target)], ignore_index=True)
+    print(write_claims(paths["claims"], evaluate_claims(list(claims), judged, checks=CHECKS),
                        f"Claims on our numbers ({', '.join(claims)}; rules of claims.csv), judged on this target's runs "
                        f"and those of the other CIFAR targets already in the results store:"))
     for k, path in paths.items():
         print(f"[l2gd {name[5:]}] {k}: {path}")
     return 0
-
-
-def _tables_dir(results_root):
-    from pathlib import Path
-
-    path = Path(results_root) / "tables"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_target(main))

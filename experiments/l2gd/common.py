@@ -1,6 +1,6 @@
-"""What the L2GD targets share: the command line and readers of a run's metrics and rounds, and
-number formatting. Their grids of runs go through reports.grid.measure_target (run now, or with
-run=False only read from the results store when another target owns them)."""
+"""What the L2GD targets share: their command line, readers of a run's metrics and rounds, and
+number formatting. Their runs are the Targets' cells (targets.py), measured through
+`Results.measure` (run=False: only read from the results store when another target owns them)."""
 from __future__ import annotations
 
 import math
@@ -14,15 +14,18 @@ import fedrepro  # noqa: F401  (torchvision shim first)
 from fedrepro.reports.grid import configured_rounds
 
 
-def parser(description: str):
-    """The shared options (reports.cli) without --datasets / --splits unless a target adds them."""
-    from fedrepro.reports.cli import table_parser
-
-    ap = table_parser(description)
+def selection_ignored(ap, keep: tuple = ()) -> None:
+    """Say so in the help of the shared --datasets / --splits the target does not read."""
     for action in ap._actions:
-        if action.dest in ("datasets", "splits"):
+        if action.dest in ("datasets", "splits") and action.dest not in keep:
             action.help = "ignored here"
-    return ap
+
+
+def tables_dir(results_root) -> Path:
+    """<results_root>/tables, made if missing."""
+    path = Path(results_root) / "tables"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def metrics(run) -> pd.DataFrame:

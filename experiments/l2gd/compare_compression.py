@@ -3,14 +3,16 @@ reviewers asked for): FedElasticNet Algorithm 3 against FedAvg + Top-k + error f
 FedAvg + natural compression on MNIST, accuracy against cumulative uplink wire bits and against
 rounds, and the accuracy each reached within matched bit budgets.
 
-    python -m experiments.l2gd.compare_compression [--profile quick] [--splits iid,dirichlet0.3]
+    python -m experiments compare-compression [--profile quick] [--splits iid,dirichlet0.3]
 
 FedElasticNet's MNIST setting and Table 5's Alg. 3 values come from
 experiments/fedelasticnet/settings.yaml (the same overrides its tables use), so the runs differ
 from those tables' only by the compressor on the uplink (and evaluation every round). k of Top-k
 is chosen so that a Top-k message costs what Alg. 3's mean message cost on the same split and
-profile (settings.COMPARE notes): Alg. 3 runs first, then Top-k with that k. Writes
-<results-root>/figures/compare_compression.{png,csv,md} and compare_compression_curves.csv.
+profile (settings.COMPARE notes), so Top-k's run is known only once Alg. 3's runs are done: the
+target declares it when they are in the results store, and a first call, which computes them,
+shows Top-k as "not run" until the next. Writes <results-root>/figures/compare_compression.{png,csv,md}
+and compare_compression_curves.csv.
 """
 from __future__ import annotations
 
@@ -23,18 +25,21 @@ import pandas as pd
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.fedelasticnet import common as fen
 from experiments.l2gd import settings
-from experiments.l2gd.common import metrics, parser
+from experiments.l2gd.common import metrics, selection_ignored
 from fedrepro.data.loaders import unavailable
-from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
-from fedrepro.reports.grid import Cell, measure_target
+from fedrepro.reports.grid import Cell
 from fedrepro.reports.tables import markdown_grid
+from fedrepro.reports.target import Results
 
-# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+# a name under the fedrepro loggers (reports.cli sets those up), not experiments.*
 log = logging.getLogger("fedrepro.experiments")
 
 ACC = "all_test_acc"
 TOLERANCE = 0.01  # a run is within a budget up to 1 % over it (k's rounding makes equal totals differ by < 0.2 %)
+FIRST = ("fen_alg3", "fedavg_natural", "fedavg")  # the runs that need no other's outcome
+K_LATER = ("needs FedElasticNet Alg. 3's run of this split to choose k: not in the results store yet (the "
+           "target runs it first, then this one)")
 
 
 def base(split: str) -> list[str]:
@@ -83,16 +88,27 @@ def acc_within(c: pd.DataFrame, budget: float) -> float:
     return float(under["acc"].iloc[-1]) if len(under) else math.nan
 
 
-def main(argv=None) -> int:
-    ap = parser(__doc__.splitlines()[0])
+def choose_k(runs: list) -> tuple[int, float, int]:
+    """(k, Alg. 3's mean bits a message, d): the Top-k whose message costs what Alg. 3's did."""
+    bits, d = alg3_bits(runs)
+    return settings.topk_k_for_bits(bits, d), bits, d
+
+
+def add_options(ap) -> None:
+    selection_ignored(ap, keep=("splits",))
     for action in ap._actions:
         if action.dest == "splits":
             action.help = f"comma-separated FedElasticNet split keys (default: {','.join(settings.COMPARE_SPLITS)})"
             action.default = ",".join(settings.COMPARE_SPLITS)
-    args = ap.parse_args(argv)
-    splits = [s for s in args.splits.split(",") if s] if args.splits != "all" else list(settings.COMPARE_SPLITS)
-    log.info(f"compare-compression ({settings.COMPARE.dataset}, splits {', '.join(splits)}) at profile={args.profile}, "
-             f"seeds={args.seeds}")
+
+
+def splits_of(args) -> list[str]:
+    return [s for s in args.splits.split(",") if s] if args.splits != "all" else list(settings.COMPARE_SPLITS)
+
+
+def cells(args) -> list[Cell]:
+    """Every run (Target.cells): the first grid (FIRST per split), then FedAvg + Top-k + EF of each
+    split whose Alg. 3 runs are all in the results store, with the k they choose (K_LATER if not)."""
     reason = unavailable(fen.SETTINGS["datasets"][settings.COMPARE.dataset]["run"][0].split("=", 1)[1],
                          args.data_root)
 
@@ -101,22 +117,28 @@ def main(argv=None) -> int:
         why = reason or why
         return Cell(keys, not_run=why) if why else Cell(keys, overrides(series, split, args.profile, k))
 
-    first = [cell(s, split) for split in splits for s in ("fen_alg3", "fedavg_natural", "fedavg")]
-    status1, runs1 = measure_target(first, args)
-    ks, second = {}, []
-    for split in splits:
-        i = next(j for j, c in enumerate(first) if c.keys["split_key"] == split and c.keys["series_key"] == "fen_alg3")
-        if runs1.get(i):
-            bits, d = alg3_bits(runs1[i])
-            ks[split] = (settings.topk_k_for_bits(bits, d), bits, d)
-            second.append(cell("fedavg_topk_ef", split, ks[split][0]))
-        else:
-            second.append(cell("fedavg_topk_ef", split, why="needs FedElasticNet Alg. 3's run of this split to "
-                                                            "choose k (it did not run)"))
-    status2, runs2 = measure_target(second, args)
-    cell_list = first + second
-    status = pd.concat([status1, status2], ignore_index=True)
-    runs = {**runs1, **{len(first) + i: r for i, r in runs2.items()}}
+    first = [cell(s, split) for split in splits_of(args) for s in FIRST]
+    alg3 = [c for c in first if c.keys["series_key"] == "fen_alg3"]
+    _, stored = Results(args, {}, []).measure(alg3, run=False)
+    second = []
+    for i, c in enumerate(alg3):
+        done = stored.get(i, [])
+        second.append(cell("fedavg_topk_ef", c.keys["split_key"], k=choose_k(done)[0]) if len(done) == args.seeds
+                      else cell("fedavg_topk_ef", c.keys["split_key"], why=K_LATER))
+    return first + second
+
+
+def render(results) -> int:
+    """The comparison's figure and tables from its runs (Target.render)."""
+    args = results.options
+    splits = splits_of(args)
+    log.info(f"compare-compression ({settings.COMPARE.dataset}, splits {', '.join(splits)}) at profile={args.profile}, "
+             f"seeds={args.seeds}")
+    cell_list = results.cells
+    status, runs = results.measure(cell_list)
+    alg3 = {c.keys["split_key"]: i for i, c in enumerate(cell_list) if c.keys["series_key"] == "fen_alg3"}
+    ks = {c.keys["split_key"]: choose_k(runs[alg3[c.keys["split_key"]]]) for c in cell_list
+          if c.keys["series_key"] == "fedavg_topk_ef" and not c.not_run}
 
     rows, curves = [], []
     for i, c in enumerate(cell_list):
@@ -225,7 +247,3 @@ def draw(curves: pd.DataFrame, summary: pd.DataFrame, splits, path, title: str) 
     plot.suptitle(title, fontsize="medium")
     plot.tight_layout()
     plot.savefig(path, format="png")
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_target(main))

@@ -1,7 +1,7 @@
 """L2GD Figures 2 and 3: the loss f after 100 iterations against p (lambda = 10) and against
 lambda (p = 0.65), l2-regularized logistic regression (L2 = 1) on a1a and a2a over 5 workers.
 
-    python -m experiments.l2gd.logistic --figure 2 [--profile quick] [--seeds 1] [--eta 0.14]
+    python -m experiments l2gd fig2 [--profile quick] [--seeds 1] [--eta 0.14]
 
 Fig. 2 runs uncompressed L2GD, Fig. 3 the natural compressor at the workers (identity at the
 master). f = (1/n) sum_i f_i(x_i) is the personalized loss (`personal_loss`) of the last
@@ -13,7 +13,7 @@ compressor's omega; fedrepro.algorithms.l2gd), and Remark 3's uncompressed p*.
 
 Claims spanning both figures (L2G-F2-3, F3-3, F3-4) are judged on this figure's runs and those of
 the other figure already in the results store. Writes <results-root>/figures/l2gd_fig<N>.{png,csv,md},
-l2gd_fig<N>_optimal_p.csv and l2gd_fig<N>_claims.md.
+l2gd_fig<N>_optimal_p.csv and l2gd_fig<N>_claims.md. The Targets: targets.py.
 """
 from __future__ import annotations
 
@@ -25,17 +25,16 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.l2gd import settings
-from experiments.l2gd.common import fmt, mean_or_nan, metrics, parser, rounds_of
+from experiments.l2gd.claims import CHECKS
+from experiments.l2gd.common import fmt, mean_or_nan, metrics, rounds_of
 from fedrepro.algorithms import l2gd as theory
 from fedrepro.data.loaders import unavailable
-from fedrepro.reports import claims_l2gd  # noqa: F401  (registers L2G-F2-*, F3-*)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
-from fedrepro.reports.grid import Cell, measure_target
+from fedrepro.reports.grid import Cell
 from fedrepro.reports.tables import markdown_grid
 
-# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+# a name under the fedrepro loggers (reports.cli sets those up), not experiments.*
 log = logging.getLogger("fedrepro.experiments")
 
 KEYS = ["figure", "dataset_key", "compressor_key", "sweep", "p", "lam"]
@@ -59,12 +58,24 @@ def constants(dataset: str, data_root: str) -> dict:
     return {"L": L, "mu": mu, "eta": settings.theory_eta(L), "rows": [len(p) for p in parts]}
 
 
-def cells(fig: settings.LogisticFigure, data_root: str, eta: dict) -> list[Cell]:
+def constants_here(args) -> dict:
+    """{dataset: constants} of the datasets here, eta replaced by --eta when given."""
+    consts = {}
+    for dataset in settings.LOGISTIC_DATASETS:
+        if unavailable(dataset, args.data_root) is None:
+            consts[dataset] = constants(dataset, args.data_root)
+            if args.eta is not None:
+                consts[dataset]["eta"] = args.eta
+    return consts
+
+
+def cells(fig: settings.LogisticFigure, data_root: str, eta: dict, scale: dict) -> list[Cell]:
+    """One run per point of both sweeps on each dataset (scale: p_grid, lambda_grid)."""
     out = []
     for dataset in settings.LOGISTIC_DATASETS:
         reason = unavailable(dataset, data_root)
-        points = [("p", p, settings.LAMBDA_FOR_P) for p in settings.P_GRID] + \
-                 [("lam", settings.P_FOR_LAMBDA, lam) for lam in settings.LAMBDA_GRID]
+        points = [("p", p, settings.LAMBDA_FOR_P) for p in scale.get("p_grid", settings.P_GRID)] + \
+                 [("lam", settings.P_FOR_LAMBDA, lam) for lam in scale.get("lambda_grid", settings.LAMBDA_GRID)]
         for sweep, p, lam in points:
             keys = {"figure": fig.number, "dataset_key": dataset, "compressor_key": fig.compressor, "sweep": sweep,
                     "p": p, "lam": lam}
@@ -238,32 +249,29 @@ def markdown(summary: pd.DataFrame, table: pd.DataFrame, fig: settings.LogisticF
         *(f"- {n}" for n in notes)]) + "\n"
 
 
-def other_figure(fig: settings.LogisticFigure, args, consts) -> pd.DataFrame:
+def other_figure(fig: settings.LogisticFigure, results, consts) -> pd.DataFrame:
     """The other figure's runs that are in the results store (for the claims that span both)."""
     other = settings.LOGISTIC_FIGURES[5 - fig.number]
     eta = {d: c["eta"] for d, c in consts.items()}
-    cell_list = cells(other, args.data_root, eta)
-    status, runs = measure_target(cell_list, args, run=False)
+    cell_list = cells(other, results.options.data_root, eta, results.scale)
+    status, runs = results.measure(cell_list, run=False)
     return frame(cell_list, status, runs, eta)
 
 
-def main(argv=None) -> int:
-    ap = parser(__doc__.splitlines()[0])
-    ap.add_argument("--figure", type=int, required=True, choices=sorted(settings.LOGISTIC_FIGURES))
-    ap.add_argument("--eta", type=float, default=None,
-                    help="the step for every point (default: 1 / (2 gamma(p_e)) from the data, settings.theory_eta)")
-    args = ap.parse_args(argv)
-    fig = settings.LOGISTIC_FIGURES[args.figure]
+def figure_cells(fig: settings.LogisticFigure, args, scale: dict) -> list[Cell]:
+    """Every run of the figure (Target.cells): eta comes from the data (or --eta)."""
+    eta = {d: c["eta"] for d, c in constants_here(args).items()}
+    return cells(fig, args.data_root, eta, scale)
+
+
+def render(fig: settings.LogisticFigure, results) -> int:
+    """The figure, its tables and claims from its runs (Target.render)."""
+    args = results.options
     log.info(f"L2GD Figure {fig.number} ({fig.title}) at profile={args.profile}, seeds={args.seeds}")
-    consts = {}
-    for dataset in settings.LOGISTIC_DATASETS:
-        if unavailable(dataset, args.data_root) is None:
-            consts[dataset] = constants(dataset, args.data_root)
-            if args.eta is not None:
-                consts[dataset]["eta"] = args.eta
+    consts = constants_here(args)
     eta = {d: c["eta"] for d, c in consts.items()}
-    cell_list = cells(fig, args.data_root, eta)
-    status, runs = measure_target(cell_list, args)
+    cell_list = cells(fig, args.data_root, eta, results.scale)
+    status, runs = results.measure(cell_list)
     summary = frame(cell_list, status, runs, eta)
     table = optimal_p_table(summary, consts, fig)
 
@@ -277,14 +285,10 @@ def main(argv=None) -> int:
     md = markdown(summary, table, fig, args, consts)
     paths["md"].write_text(md, encoding="utf-8")
     print(md)
-    judged = pd.concat([summary, other_figure(fig, args, consts)], ignore_index=True)
-    print(write_claims(paths["claims"], evaluate_claims(list(fig.claims), judged),
+    judged = pd.concat([summary, other_figure(fig, results, consts)], ignore_index=True)
+    print(write_claims(paths["claims"], evaluate_claims(list(fig.claims), judged, checks=CHECKS),
                        f"Claims on our numbers ({', '.join(fig.claims)}; rules of claims.csv), judged on this figure's "
                        f"runs and those of Figure {5 - fig.number} already in the results store:"))
     for key, path in paths.items():
         print(f"[l2gd fig{fig.number}] {key}: {path}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_target(main))

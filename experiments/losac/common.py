@@ -1,17 +1,16 @@
 """What the LoSAC figure targets share: a federation built from a config and driven round by
 round in this process (Figures 6 and 7 need what a stored run does not keep: client 1's
-round-5 upload, the server matrix after every round), and the LoSAC targets' option parser.
+round-5 upload, the server matrix after every round), and the LoSAC targets' shared options.
 
 `build_loop` builds what `fedrepro.runner.run_experiment` runs (`run.build_federation`: model,
 algorithm, executor, ledger, channel, RoundLoop) with the same seeds, so a figure's round t
 is the round t a stored run of the same config would compute; it writes nothing and keeps
-no checkpoints. Table II goes through the results store instead (`reports.grid.measure_target`).
+no checkpoints. Table II and Figures 1-5 go through the results store instead.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-import fedrepro  # noqa: F401  (torchvision shim first)
 from fedrepro.config import validate
 from fedrepro.data.common import DatasetTensors
 from fedrepro.data.loaders import dataset_for
@@ -28,12 +27,10 @@ def build_loop(cfg, data: Optional[DatasetTensors] = None, ledger_class: type = 
     return build_federation(cfg, data, client_partition(cfg, data), "cpu", ledger_class=ledger_class, **ledger_kw)
 
 
-def parser(description: str, datasets: str = "", ignored: tuple = ()):
-    """The shared table/figure options (reports.cli), with --datasets defaulting to every paper
-    row (`datasets` names the keys; empty: the option is ignored) and `ignored` options said so."""
-    from fedrepro.reports.cli import table_parser
-
-    ap = table_parser(description)
+def shared_options(ap, datasets: str = "", ignored: tuple = ()) -> None:
+    """The shared table/figure options (reports.cli) as LoSAC reads them: --datasets defaults to
+    every paper row (`datasets` names the keys; empty: the option is ignored), `ignored` options
+    said so in --help."""
     ap.set_defaults(datasets="all")
     for action in ap._actions:
         if action.dest == "datasets":
@@ -41,4 +38,3 @@ def parser(description: str, datasets: str = "", ignored: tuple = ()):
                            "whose data is not here are listed as 'not run')") if datasets else "ignored here"
         elif action.dest in ignored:
             action.help = "ignored here"
-    return ap

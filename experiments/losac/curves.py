@@ -1,6 +1,6 @@
 """LoSAC Figures 1-5: training loss and test accuracy against the round, one column per panel.
 
-    python -m experiments.losac.curves --figure 1 [--profile quick] [--jobs 2]
+    python -m experiments losac fig1 [--profile quick] [--jobs 2]
 
 Fig. 1: MNIST, heterogeneity c %; Figs. 2 and 3: MNIST IID and non-IID over the cohort size S
 and the local steps T; Figs. 4 and 5: HAR and ESR (non-IID) over S and T. Every panel x
@@ -18,6 +18,7 @@ losac_fig<N>_claims.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from pathlib import Path
@@ -25,22 +26,32 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import parser
+from experiments.losac.claims import CHECKS
 from fedrepro.data.loaders import unavailable
-from fedrepro.reports import claims_losac_curves  # noqa: F401  (registers LSC-F1..F5)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
-from fedrepro.reports.grid import Cell, configured_rounds, measure_target
+from fedrepro.reports.grid import Cell, configured_rounds
 from fedrepro.reports.tables import markdown_grid
 
-# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+# not __name__: experiments.* is outside the `fedrepro` loggers that reports.cli sets up
 log = logging.getLogger("fedrepro.experiments")
 
-PANEL_KEYS = ["figure", "dataset_key", "split_key", "c", "S", "T"]
 LOSS, ACC = "server_train_loss", "server_test_acc"
+
+
+# Every round evaluated (curves and the fluctuation rules read round-to-round changes).
+EVERY_ROUND = ["profile.min_eval_every=1"]
+
+
+def figure(number: int, scale: dict) -> settings.CurveFigure:
+    """settings.CURVE_FIGURES[number], shrunk by the target's scale (targets.py, SCALE)."""
+    fig = settings.CURVE_FIGURES[number]
+    if "num_clients" in scale:
+        fig = dataclasses.replace(fig, recipe=dataclasses.replace(fig.recipe, num_clients=scale["num_clients"]))
+    if "panels" in scale:
+        fig = dataclasses.replace(fig, panels=fig.panels[:scale["panels"]])
+    return fig
 
 
 def cells(fig: settings.CurveFigure, data_root: str) -> list[Cell]:
@@ -51,12 +62,9 @@ def cells(fig: settings.CurveFigure, data_root: str) -> list[Cell]:
         for alg in fig.algorithms:
             keys = {"figure": fig.number, "dataset_key": recipe.dataset, "split_key": panel.split_key,
                     "c": panel.c, "S": panel.cohort, "T": panel.local_steps, "algorithm_key": alg}
-            out.append(Cell(keys, not_run=reason) if reason else Cell(keys, recipe.overrides(alg, panel)))
+            out.append(Cell(keys, not_run=reason) if reason else Cell(keys, [*recipe.overrides(alg, panel),
+                                                                             *EVERY_ROUND]))
     return out
-
-
-# Every round evaluated (curves and the fluctuation rules read round-to-round changes).
-EVERY_ROUND = ["profile.min_eval_every=1"]
 
 
 def fluctuation(loss: np.ndarray) -> float:
@@ -169,21 +177,21 @@ def markdown(summary: pd.DataFrame, fig: settings.CurveFigure, args) -> str:
                       *(f"- {n}" for n in notes)]) + "\n"
 
 
-def main(argv=None) -> int:
-    ap = parser(__doc__.splitlines()[0], ignored=("splits", "datasets"))
-    ap.add_argument("--figure", type=int, required=True, choices=sorted(settings.CURVE_FIGURES),
-                    help="which of Figures 1-5")
-    args = ap.parse_args(argv)
-    fig = settings.CURVE_FIGURES[args.figure]
+def render_figure(results, number: int) -> int:
+    """Figure `number` from its runs, its claims judged with the other curve figures' runs that
+    are in the results store (run=False)."""
+    args = results.options
+    fig = figure(number, results.scale)
     log.info(f"LoSAC Figure {fig.number} ({fig.title}) at profile={args.profile}, seeds={args.seeds}")
     cell_list = cells(fig, args.data_root)
-    status, runs = measure_target(cell_list, args, extra=EVERY_ROUND)
+    status, runs = results.measure(cell_list)
     summary, curves = frame(cell_list, status, runs)
     everything = [summary]
-    for number, other in settings.CURVE_FIGURES.items():
-        if number != fig.number and set(other.claims) & set(fig.claims):
+    for other_number in settings.CURVE_FIGURES:
+        other = figure(other_number, results.scale)
+        if other_number != fig.number and set(other.claims) & set(fig.claims):
             other_cells = cells(other, args.data_root)
-            everything.append(frame(other_cells, *measure_target(other_cells, args, extra=EVERY_ROUND, run=False))[0])
+            everything.append(frame(other_cells, *results.measure(other_cells, run=False))[0])
 
     out_dir = figure_dir(args.results_root)
     name = f"losac_fig{fig.number}"
@@ -196,13 +204,9 @@ def main(argv=None) -> int:
     paths["md"].write_text(md, encoding="utf-8")
     print(md)
     judged = pd.concat(everything, ignore_index=True)
-    print(write_claims(paths["claims"], evaluate_claims(list(fig.claims), judged),
+    print(write_claims(paths["claims"], evaluate_claims(list(fig.claims), judged, checks=CHECKS),
                        f"Claims on our numbers ({', '.join(fig.claims)}; rules of claims.csv), judged on the runs "
                        f"of this figure and those of the other curve figures already in the results store:"))
     for key, path in paths.items():
         print(f"[losac fig{fig.number}] {key}: {path}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_target(main))

@@ -2,7 +2,7 @@
 
 One panel per dataset (binary MNIST, HAR, ESR), one curve per algorithm.
 
-    python -m experiments.losac.fig6 [--profile quick] [--datasets mnist,esr]
+    python -m experiments losac fig6 [--profile quick] [--datasets mnist,esr]
 
 Sec. V-D: binary logistic regression, N = S = 100, M = 1; DSGD, MimeSVRG, FedAvg, SCAFFOLD and
 LoSAC each run 5 rounds; the attacker takes client 1's round-5 upload and the model x the
@@ -26,21 +26,19 @@ import time
 import pandas as pd
 from omegaconf import OmegaConf
 
-import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import build_loop, parser
-from fedrepro.data.loaders import dataset_for, unavailable
+from experiments.losac.claims import CHECKS
+from experiments.losac.common import build_loop
 from fedrepro.attacks.upload import CaptureLedger, attack_client
 from fedrepro.config import compose_config, effective
+from fedrepro.data.loaders import dataset_for, unavailable
 from fedrepro.errors import DivergenceError
-from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import refuse_done_only
 from fedrepro.reports.tables import markdown_grid
 
-# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+# not __name__: experiments.* is outside the `fedrepro` loggers that reports.cli sets up
 log = logging.getLogger("fedrepro.experiments")
 
 CLAIMS = ("LSC-F6-1", "LSC-F6-2")
@@ -109,9 +107,9 @@ def draw(curves: pd.DataFrame, summary: pd.DataFrame, path) -> None:
     fig.savefig(path, format="png")
 
 
-def main(argv=None) -> int:
-    ap = parser(__doc__.splitlines()[0], "mnist, har, esr", ignored=("seeds", "jobs", "splits"))
-    args = ap.parse_args(argv)  # one seed-0 attack per (dataset, algorithm), in this process
+def render_figure(results) -> int:
+    """One seed-0 attack per (dataset, algorithm), in this process."""
+    args = results.options
     refuse_done_only("losac-fig6")
     wanted = list(settings.FIG6) if args.datasets in (None, "all") else args.datasets.split(",")
     unknown = sorted(set(wanted) - set(settings.FIG6))
@@ -155,7 +153,7 @@ def main(argv=None) -> int:
     md = markdown(summary, args)
     paths["md"].write_text(md, encoding="utf-8")
     print(md)
-    claims = write_claims(paths["claims"], evaluate_claims(list(CLAIMS), summary),
+    claims = write_claims(paths["claims"], evaluate_claims(list(CLAIMS), summary, checks=CHECKS),
                           "Claims on our numbers (LSC-F6-*, rules of claims.csv):")
     print(claims)
     for name, path in paths.items():
@@ -193,7 +191,3 @@ def markdown(summary: pd.DataFrame, args) -> str:
     return "\n".join(["### LoSAC Figure 6: DLG distance ||D_hat_1 - D_1||_F", "",
                       markdown_grid(headers, lines, right_align={3, 4, 5, 6}), "",
                       *(f"- {n}" for n in notes)]) + "\n"
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_target(main))

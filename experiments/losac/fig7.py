@@ -3,7 +3,7 @@
 The recovery error ||X - X_G||_F (top row) and rank(X) (singular values > 1e-3, bottom row) of
 the server matrix against the round, one column per rank(X_G) in {32, 16, 8, 4, 2}.
 
-    python -m experiments.losac.fig7 [--profile paper] [--ranks 32,8]
+    python -m experiments losac fig7 [--profile paper] [--ranks 32,8]
 
 Sec. V-E: d = 64, D_j ~ N(0.1, 1), y_j = <X_G, D_j> + N(0, 0.1), (N, S) = (100, 10), M = 5,
 nuclear-norm prox after every local step. The paper's step size does not carry over and its
@@ -17,26 +17,25 @@ losac_fig7_claims.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
 import pandas as pd
 
-import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import build_loop, parser
+from experiments.losac.claims import CHECKS
+from experiments.losac.common import build_loop
 from fedrepro.config import compose_config
 from fedrepro.data.loaders import dataset_options
 from fedrepro.data.synthetic import load_lowrank, recovery_metrics
 from fedrepro.errors import DivergenceError
-from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.cli import run_target
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import refuse_done_only
 from fedrepro.reports.tables import markdown_grid
 
-# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+# not __name__: experiments.* is outside the `fedrepro` loggers that reports.cli sets up
 log = logging.getLogger("fedrepro.experiments")
 
 CLAIMS = ("LSC-F7-1", "LSC-F7-2", "LSC-F7-3")
@@ -110,14 +109,12 @@ def markdown(summary: pd.DataFrame, recipe, args) -> str:
                       markdown_grid(headers, rows, right_align={2, 3}), "", *(f"- {n}" for n in notes)]) + "\n"
 
 
-def main(argv=None) -> int:
-    ap = parser(__doc__.splitlines()[0], ignored=("seeds", "jobs", "splits"))
-    ap.add_argument("--ranks", default=",".join(map(str, settings.FIG7_RANKS)),
-                    help="comma-separated ranks of X_G (default: the paper's 32,16,8,4,2)")
-    args = ap.parse_args(argv)  # seed 0, one process
+def render_figure(results) -> int:
+    """Seed 0, in this process; settings.FIG7 shrunk by the target's scale (targets.py, SCALE)."""
+    args = results.options
     refuse_done_only("losac-fig7")
     ranks = [int(x) for x in args.ranks.split(",")]
-    recipe = settings.FIG7
+    recipe = dataclasses.replace(settings.FIG7, **results.scale)
     log.info(f"LoSAC Figure 7 at profile={args.profile}, lr={recipe.lr}, lambda={recipe.prox_weight}")
     rows, curves = [], []
     for rank in ranks:
@@ -148,12 +145,8 @@ def main(argv=None) -> int:
     md = markdown(summary, recipe, args)
     paths["md"].write_text(md, encoding="utf-8")
     print(md)
-    print(write_claims(paths["claims"], evaluate_claims(list(CLAIMS), summary),
+    print(write_claims(paths["claims"], evaluate_claims(list(CLAIMS), summary, checks=CHECKS),
                        "Claims on our numbers (LSC-F7-*, rules of claims.csv):"))
     for name, path in paths.items():
         print(f"[losac fig7] {name}: {path}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_target(main))

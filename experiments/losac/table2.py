@@ -3,7 +3,7 @@
 MNIST / HAR / ESR x M in {2, 3, 5} x T in {2, 4, 6}; non-IID (sorted by label, divided evenly),
 N = 100, S = 10 (a fixed cohort each round), eta = 1e-4.
 
-    python -m experiments.losac.table2 --profile quick [--datasets mnist,esr] [--cells M2T2,M5T6]
+    python -m experiments losac table2 --profile quick [--datasets mnist,esr] [--cells M2T2,M5T6]
 
 Every paper row is listed; rows whose data is not here (HAR) say "not run" and name the
 missing files. Settings and every assumed value: experiments/losac/settings.py. Quick caps
@@ -14,26 +14,24 @@ what the claims read) and losac_table2_claims.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from pathlib import Path
 
 import pandas as pd
 
-import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.losac import settings
-from experiments.losac.common import parser as common_parser
+from experiments.losac.claims import CHECKS
 from fedrepro.config import compose_config
 from fedrepro.data.loaders import unavailable
 from fedrepro.metrics.targets import Count, gain, mean_count, rounds_to_target
-from fedrepro.reports import claims_losac  # noqa: F401  (registers the LSC-* checks)
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.cli import run_target
-from fedrepro.reports.grid import Cell, every_round, mean_interval, measure_target
+from fedrepro.reports.grid import Cell, every_round, mean_interval
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, markdown_grid, to_markdown, write_table
 
-# the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
+# not __name__: experiments.* is outside the `fedrepro` loggers that reports.cli sets up
 log = logging.getLogger("fedrepro.experiments")
 
 CLAIMS = tuple(f"LSC-T2-{i}" for i in range(1, 10))
@@ -46,13 +44,6 @@ STEM = "losac_table2"
 
 # ---------------------------------------------------------------------------------------------
 # Options and the paper's table
-
-
-def parser():
-    ap = common_parser(__doc__.splitlines()[0], "mnist, har, esr", ignored=("splits",))
-    ap.add_argument("--cells", default="all",
-                    help="comma-separated (M, T) cells such as M2T2,M5T6, or 'all' (the 9 of each dataset)")
-    return ap
 
 
 def load_table() -> pd.DataFrame:
@@ -100,13 +91,21 @@ def select(ref: pd.DataFrame, datasets: str, cells: str) -> tuple[pd.DataFrame, 
 # The grid
 
 
-def grid(ref: pd.DataFrame, data_root: str) -> tuple[list[Cell], list[dict]]:
-    cells, rows = [], []
+def recipes(scale: dict) -> dict:
+    """settings.TABLE2, shrunk by the target's scale (SCALE)."""
+    return {d: dataclasses.replace(rec, **scale) for d, rec in settings.TABLE2.items()}
+
+
+def grid(ref: pd.DataFrame, args, scale: dict) -> tuple[list[Cell], list[dict]]:
+    """One cell per (dataset, method, M, T) row; every round evaluated: rounds to 85 % counted
+    exactly (quick's 5-round grid would round them up); smoke and paper already do, and their
+    run keys stay."""
+    cells, rows, table2 = [], [], recipes(scale)
     for _, r in ref.drop_duplicates(RUN_KEYS).iterrows():
         keys = {k: r[k] for k in RUN_KEYS}
-        reason = unavailable(settings.loader_name(r.dataset_key), data_root)
-        recipe = settings.TABLE2[r.dataset_key]
-        overrides = recipe.overrides(r.algorithm_key, int(r["M"]), int(r["T"]))
+        reason = unavailable(settings.loader_name(r.dataset_key), args.data_root)
+        overrides = [*table2[r.dataset_key].overrides(r.algorithm_key, int(r["M"]), int(r["T"])),
+                     *every_round(args.profile)]
         cells.append(Cell(keys, not_run=reason) if reason else Cell(keys, overrides))
         rows.append(keys)
     return cells, rows
@@ -142,12 +141,11 @@ def read_run(run) -> dict:
             "test_loss": float(at["server_test_loss"]), "acc": 100 * float(at[COLUMN])}
 
 
-def measure(ref: pd.DataFrame, args, log=None) -> pd.DataFrame:
+def measure(ref: pd.DataFrame, results) -> pd.DataFrame:
     """The runs frame: one row per (dataset, method, M, T) with status and the seed means."""
-    cells, rows = grid(ref, args.data_root)
-    # every round evaluated: rounds to 85 % counted exactly (quick's 5-round grid would round
-    # them up); smoke and paper already do, and their run keys stay
-    frame, runs = measure_target(cells, args, extra=every_round(args.profile), log=log)
+    args = results.options
+    cells, rows = grid(ref, args, results.scale)
+    frame, runs = results.measure(cells)
     out = []
     for i, keys in enumerate(rows):
         status = frame.iloc[i]
@@ -253,7 +251,7 @@ def speedup_grid(runs: pd.DataFrame, ref: pd.DataFrame) -> str:
     return markdown_grid(["dataset", "M", "T", "ours", "paper"], lines, right_align={3, 4})
 
 
-def notes(args, runs: pd.DataFrame, extra: list[str]) -> list[str]:
+def notes(args, runs: pd.DataFrame, extra: list[str], table2: dict) -> list[str]:
     cap = compose_config([f"profile={args.profile}"]).profile.max_rounds
     profile = {
         "quick": f"quick: rounds capped at {cap} (paper: 500, ESR 2000), so rounds to 85 % are censored "
@@ -270,25 +268,30 @@ def notes(args, runs: pd.DataFrame, extra: list[str]) -> list[str]:
              "speed-up in parentheses: SCAFFOLD's rounds / this row's at the same dataset, M and T "
              "(>: SCAFFOLD censored, <: LoSAC censored, ?: both)"]
     for d in dict.fromkeys(runs.dataset_key):
-        rec = settings.TABLE2[d]
+        rec = table2[d]
         lines.append(f"{d}: N={rec.num_clients}, S={rec.cohort}, eta={rec.eta_paper:g} -> train.lr = n_i eta = "
                      f"{rec.n_i:g} x {rec.eta_paper:g} = {rec.lr:g}; SCAFFOLD batch ceil(n_i / M) = "
                      + ", ".join(f"{rec.batch_size(m)} (M={m})" for m in settings.MS))
     lines.append("assumed for every dataset: " + "; ".join(settings.TABLE2_ASSUMED))
     for d in dict.fromkeys(runs.dataset_key):
-        lines.append(f"{d}: " + "; ".join(settings.TABLE2[d].assumed))
+        lines.append(f"{d}: " + "; ".join(table2[d].assumed))
     return lines + extra
 
 
 # ---------------------------------------------------------------------------------------------
-# The target
+# The target (experiments/losac/targets.py)
 
 
-def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+def cells(args, scale: dict) -> list[Cell]:
+    ref, _ = select(load_table(), args.datasets, args.cells)
+    return grid(ref, args, scale)[0]
+
+
+def render_table(results) -> int:
+    args = results.options
     ref, omitted = select(load_table(), args.datasets, args.cells)
     log.info(f"LoSAC Table II at profile={args.profile}, seeds={args.seeds}")
-    runs = measure(ref, args)
+    runs = measure(ref, results)
     out_dir = Path(args.results_root) / "tables"
     out_dir.mkdir(parents=True, exist_ok=True)
     runs_csv = out_dir / f"{STEM}_runs.csv"
@@ -296,7 +299,7 @@ def main(argv=None) -> int:
 
     table = render(runs, ref)
     title = "LoSAC Table II: rounds to 85 %, loss and test accuracy, SCAFFOLD vs LoSAC (non-IID, N=100, S=10)"
-    lines = notes(args, runs, omitted)
+    lines = notes(args, runs, omitted, recipes(results.scale))
     paths = write_table(table, out_dir, STEM, title=title, notes=lines)
     speed = "\n### Speed-up (SCAFFOLD rounds / LoSAC rounds), ours beside the paper's\n\n" + \
         speedup_grid(runs, ref) + "\n"
@@ -305,13 +308,9 @@ def main(argv=None) -> int:
     print(to_markdown(table, title, lines) + speed)
 
     paths["claims"] = out_dir / f"{STEM}_claims.md"
-    print("\n" + write_claims(paths["claims"], evaluate_claims(list(CLAIMS), runs),
+    print("\n" + write_claims(paths["claims"], evaluate_claims(list(CLAIMS), runs, checks=CHECKS),
                               "Claims on our numbers (LSC-T2-*, rules of claims.csv):"))
     paths["runs"] = runs_csv
     for name, path in paths.items():
         print(f"[losac table2] {name}: {path}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_target(main))

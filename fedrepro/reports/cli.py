@@ -58,6 +58,9 @@ def table_parser(description: str) -> argparse.ArgumentParser:
                     help="comma-separated dataset keys, or 'all' (every paper row; rows that cannot "
                          "run here are listed as 'not run'); default: the datasets runnable here")
     ap.add_argument("--splits", default="all", help="comma-separated split keys (iid, dirichlet0.6, ...) or 'all'")
+    ap.add_argument("--override", action="append", default=os.environ.get("OVERRIDES", "").split(),
+                    metavar="KEY=VALUE", help="a config override for every run of the target, after the "
+                    "target's own (repeatable; make OVERRIDES=\"logger=wandb train.device=cuda\")")
     ap.add_argument("--done-only", action="store_true", default=os.environ.get("DONE_ONLY") == "1",
                     help="train nothing: fill the table from the finished runs in the results store, "
                          "the others 'not run (not computed yet)' (make DONE_ONLY=1)")

@@ -12,8 +12,8 @@ With FEDREPRO_DONE_ONLY=1 (set by a target's --done-only, make DONE_ONLY=1; repo
 is trained: the cells are filled from the finished runs in the store and the others show "not
 run" (not computed yet), so a long target's table can be read, and committed, while it is under way.
 
-`measure_target` is measure_cells with a target's command-line options (the form every table
-and figure target calls).
+A paper target (reports/target.py) declares its cells and its driver calls `collect` once for
+all of them; its render builds frames with `cell_frame`.
 
 Progress: while a sweep computes, a bar over its runs is drawn on stderr (tqdm; only on a
 terminal; FEDREPRO_PROGRESS=0 turns it off), and as each run ends (in the order runs come back,
@@ -21,8 +21,8 @@ with JOBS > 1 too) the `fedrepro.reports.grid` logger says which run it was (cel
 ran or reused, its status and headline number (final test accuracy), its wall time, how many
 runs are left and the time left at the pace so far; a last line sums the sweep up.
 
-`python -m fedrepro.reports.grid --cell NAME=OVERRIDES ...` runs an ad-hoc grid the same way
-and prints its table (see `main`).
+`python -m experiments grid --cell NAME=OVERRIDES ...` runs an ad-hoc grid the same way and
+prints its table (experiments/baselines.py).
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ import pandas as pd
 
 from fedrepro.config import compose_config
 from fedrepro.errors import FedreproError, one_line
-from fedrepro.reports.cli import LAUNCHER_CHOICES, fmt_duration, fmt_wall, run_target
+from fedrepro.reports.cli import LAUNCHER_CHOICES, fmt_duration, fmt_wall
 
 logger = logging.getLogger("fedrepro.reports.grid")  # not __name__: "__main__" under -m, outside fedrepro
 PROGRESS_ENV = "FEDREPRO_PROGRESS"  # "0": no progress bar
@@ -140,8 +140,6 @@ def _worker_died(overrides: list[str], why: str):
     return runner.Failure(message, "failed", key, folder)
 
 
-# Set by `fedrepro.status`: measure_cells then only records its runs here and runs nothing.
-_PLAN: Optional[list] = None
 DONE_ONLY_ENV = "FEDREPRO_DONE_ONLY"
 NOT_COMPUTED = "not computed yet (rendered with --done-only: no finished run in the results store)"
 NOT_IN_STORE = "not in the results store (run its target)"
@@ -356,21 +354,17 @@ def launch(args: list[list[str]], *, jobs: int = 1, launcher: Optional[str] = No
 
 def _stored(args: list[list[str]], labels: list[str], *, owned: bool = True) -> list:
     """Outcomes from the store alone (nothing is computed): finished and diverged runs come back,
-    the others as "not run". In plan mode (fedrepro.status) each run's key is recorded too, unless
-    the runs are another target's (owned=False: read, never planned here)."""
+    the others as "not run" (not computed yet, or, for another target's runs (owned=False), not
+    in the store)."""
     from fedrepro import store
     from fedrepro.config import run_key
     from fedrepro.runner import Failure, RunResult
 
-    plan = _PLAN if owned else None
-    why = ("DataError: planning only (fedrepro.status)" if plan is not None
-           else NOT_COMPUTED if owned else NOT_IN_STORE)
+    why = NOT_COMPUTED if owned else NOT_IN_STORE
     outcomes = []
-    for a, label in zip(args, labels):
+    for a in args:
         cfg = compose_config(a)
         key = run_key(cfg)
-        if plan is not None:
-            plan.append({"label": label, "key": key, "overrides": a, "results_root": str(cfg.results_root)})
         folder = store.run_dir(cfg.results_root, key)
         s = store.done_summary(folder)
         outcomes.append(RunResult(key, folder, s, reused=True) if s is not None
@@ -467,34 +461,26 @@ def configured_rounds(folder) -> Optional[int]:
     return int(OmegaConf.load(path).train.rounds) if path.exists() else None
 
 
-def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: int,
-                  results_root: str = "results", extra: list[str] = (), jobs: int = 1,
-                  log: Optional[Callable[[str], None]] = None, launcher: Optional[str] = None,
-                  run: bool = True) -> tuple[pd.DataFrame, dict]:
-    """Run every runnable cell for seeds 0..seeds-1 and measure `metric(run_result)` on each.
+def run_overrides(cell: Cell, seed: int, *, profile: str, results_root: str, extra=()) -> list[str]:
+    """The full override list of one run of `cell`: its overrides, `extra`, then the sweep's."""
+    return [*cell.overrides, *extra, f"profile={profile}", f"seed={seed}", f"results_root={results_root}",
+            "logger.progress=false"]
 
-    run=False reads another target's cells: only runs already in the store count, nothing is
-    computed or planned, and a missing run's cell is "not run" (NOT_IN_STORE).
 
-    `jobs` runs at once through `launcher` (default: $LAUNCHER, else local: joblib processes
-    when jobs > 1), each with cores // jobs threads, so they do not oversubscribe the machine.
-    A run that fails is recorded in the results store and its cell shows "failed" with the
-    error; the other runs go on. Each run's end is told as it comes (`_Progress`) through this
-    module's logger, or to `log` when given. Returns (ours frame, {cell index: [RunResult]})."""
-    from fedrepro.runner import Failure
+def cell_label(cell: Cell, seed: int) -> str:
+    return " ".join(str(v) for v in cell.keys.values()) + f" seed {seed}"
 
+
+def collect(cells: list[Cell], *, profile: str, seeds: int, results_root: str = "results",
+            extra: list[str] = (), jobs: int = 1, log: Optional[Callable[[str], None]] = None,
+            launcher: Optional[str] = None, run: bool = True) -> dict[int, list]:
+    """{cell index: [outcome per seed]} of every runnable cell: run (or reused) through `launcher`,
+    or, with run=False or --done-only, read from the store alone (nothing is computed)."""
     tasks = [(i, seed) for i, cell in enumerate(cells) if not cell.not_run for seed in range(seeds)]
-
-    def overrides(i, seed):
-        return [*cells[i].overrides, *extra, f"profile={profile}", f"seed={seed}",
-                f"results_root={results_root}", "logger.progress=false"]
-
-    def label(i):
-        return " ".join(str(v) for v in cells[i].keys.values())
-
-    args = [overrides(i, seed) for i, seed in tasks]
-    labels = [f"{label(i)} seed {seed}" for i, seed in tasks]
-    if _PLAN is not None or done_only() or not run:
+    args = [run_overrides(cells[i], seed, profile=profile, results_root=results_root, extra=extra)
+            for i, seed in tasks]
+    labels = [cell_label(cells[i], seed) for i, seed in tasks]
+    if done_only() or not run:
         outcomes = _stored(args, labels, owned=run)
     else:
         if args:
@@ -503,10 +489,17 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
         with _Progress(labels, log) as progress:
             outcomes = launch(args, jobs=jobs, launcher=launcher, results_root=results_root, log=log,
                               report=progress)
-
     by_cell: dict[int, list] = {}
     for (i, seed), outcome in zip(tasks, outcomes):
         by_cell.setdefault(i, []).append(outcome)
+    return by_cell
+
+
+def cell_frame(cells: list[Cell], by_cell: dict[int, list], metric: Callable, *,
+               profile: str) -> tuple[pd.DataFrame, dict]:
+    """The long `ours` frame of `cells` from their outcomes (`collect`), `metric(run)` measured on
+    each finished run: (frame, {cell index: [RunResult]})."""
+    from fedrepro.runner import Failure
 
     rows, summaries = [], {}
     for i, cell in enumerate(cells):
@@ -542,16 +535,24 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
     return pd.DataFrame(rows), summaries
 
 
-def measure_target(cells: list[Cell], args, metric: Optional[Callable] = None, *,
-                   extra: list[str] = (), run: bool = True,
-                   log: Optional[Callable[[str], None]] = None) -> tuple[pd.DataFrame, dict]:
-    """measure_cells with a target's command line (reports.cli.table_parser: --profile, --seeds,
-    --jobs, --results-root, --data-root). Every run gets data_root=<--data-root>, then `extra`,
-    beyond its cell's overrides; metric None: NaN for each run, for the targets that read their
-    frames from the runs themselves."""
-    return measure_cells(cells, metric or (lambda r: math.nan), profile=args.profile, seeds=args.seeds,
-                         results_root=args.results_root, jobs=args.jobs, log=log, run=run,
-                         extra=[f"data_root={args.data_root}", *extra])
+def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: int,
+                  results_root: str = "results", extra: list[str] = (), jobs: int = 1,
+                  log: Optional[Callable[[str], None]] = None, launcher: Optional[str] = None,
+                  run: bool = True) -> tuple[pd.DataFrame, dict]:
+    """Run every runnable cell for seeds 0..seeds-1 and measure `metric(run_result)` on each
+    (`collect`, then `cell_frame`).
+
+    run=False reads another target's cells: only runs already in the store count, nothing is
+    computed, and a missing run's cell is "not run" (NOT_IN_STORE).
+
+    `jobs` runs at once through `launcher` (default: $LAUNCHER, else local: joblib processes
+    when jobs > 1), each with cores // jobs threads, so they do not oversubscribe the machine.
+    A run that fails is recorded in the results store and its cell shows "failed" with the
+    error; the other runs go on. Each run's end is told as it comes (`_Progress`) through this
+    module's logger, or to `log` when given. Returns (ours frame, {cell index: [RunResult]})."""
+    by_cell = collect(cells, profile=profile, seeds=seeds, results_root=results_root, extra=extra,
+                      jobs=jobs, log=log, launcher=launcher, run=run)
+    return cell_frame(cells, by_cell, metric, profile=profile)
 
 
 @lru_cache(maxsize=None)
@@ -574,56 +575,3 @@ def divergence_reason(summary: dict) -> str:
     error = summary.get("error") or ""
     head = error.split(": ")[0].strip()
     return head or f"round {summary.get('rounds_completed', '?')}"
-
-
-def _metric_of(name: str) -> Callable:
-    def metric(run) -> float:
-        value = run.summary.get("final", {}).get(name)
-        return math.nan if value is None else float(value)
-    return metric
-
-
-def main(argv=None) -> int:
-    """An ad-hoc grid through the same machinery as the paper tables:
-
-        python -m fedrepro.reports.grid --cell fedavg="algorithm=fedavg" \\
-            --cell fedprox="algorithm=fedprox algorithm.mu=0.01" --profile smoke --jobs 2 \\
-            --launcher joblib -- train.num_clients=10
-
-    Each --cell is NAME=space-separated overrides; what follows `--` applies to every cell. The
-    table (value of --metric from each run's final row, failed / diverged cells marked) is
-    printed and written to <results-root>/tables/<--name>.md and .csv."""
-    import pandas as pd
-
-    from fedrepro.reports.cli import table_parser
-    from fedrepro.reports.tables import compare_table, to_markdown, write_table
-
-    ap = table_parser("Run an ad-hoc grid of cells (config overrides) and print its table.")
-    ap.add_argument("--cell", action="append", default=[], metavar="NAME=OVERRIDES",
-                    help="a cell: its name and space-separated overrides (repeatable)")
-    ap.add_argument("--metric", default="server_test_acc", help="a column of the runs' final row")
-    ap.add_argument("--name", default="sweep", help="output file stem under <results-root>/tables")
-    ap.add_argument("extra", nargs="*", help="overrides for every cell (after --)")
-    args = ap.parse_args(argv)
-    if not args.cell:
-        ap.error("give at least one --cell NAME=OVERRIDES")
-    cells = []
-    for spec in args.cell:
-        name, sep, overrides = spec.partition("=")
-        if not sep or not name:
-            ap.error(f"--cell {spec!r}: expected NAME=OVERRIDES")
-        cells.append(Cell({"cell": name.strip()}, overrides.split()))
-    ours, _ = measure_target(cells, args, _metric_of(args.metric), extra=args.extra)
-    reference = pd.DataFrame({"cell": pd.Series(dtype=str), "paper_value": pd.Series(dtype=float),
-                              "value_raw": pd.Series(dtype=str), "confidence": pd.Series(dtype=str)})
-    table = compare_table(ours, reference, ["cell"], value_name=args.metric, unit_note="final round")
-    title = f"{args.name}: {args.metric}"
-    notes = [f"overrides for every cell: {' '.join(args.extra) or '(none)'}"]
-    print(to_markdown(table, title, notes))
-    paths = write_table(table, Path(args.results_root) / "tables", args.name, title=title, notes=notes)
-    print(f"[fedrepro] table written to {paths['md']}")
-    return 0 if (table["status"] == "ok").all() else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_target(main))

@@ -17,14 +17,16 @@ the figure, filled by the target), `rounds_run`, `rounds_planned`, `params`.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pandas as pd
 
-from fedrepro.reports.claims import register
-from fedrepro.reports.claims_losac import combine
-from fedrepro.reports.claims_losac_curves import every
+from fedrepro.reports.claims import Checks, combine, every
 
+CHECKS = Checks()
 RAN = ("ok", "diverged")
+# a rule over every scope item does not hold while some items have no run
+every_item = partial(every, strict=True, absent="their runs are in neither this figure nor the results store")
 
 
 def _capped(*rows) -> bool:
@@ -81,26 +83,26 @@ def _band(ours, dataset, compressor, sweep, lo, hi, label) -> tuple[str, str]:
     best = _argmin(points)
     holds = lo <= best <= hi
     text = f"argmin over {sweep} = {best:g} (f = {_loss(points[best]):.5g}); f over the grid: {_curve(points)}"
-    return every([_item(label, holds, text, *points.values())],
-                 f"argmin over {sweep} of f after 100 iterations lies in [{lo:g}, {hi:g}]", expected=1)
+    return every_item([_item(label, holds, text, *points.values())],
+                      f"argmin over {sweep} of f after 100 iterations lies in [{lo:g}, {hi:g}]", expected=1)
 
 
-@register("L2G-F2-1")
+@CHECKS.register("L2G-F2-1")
 def l2g_f2_1(ours):
     return _band(ours, "a1a", "none", "p", 0.3, 0.5, "a1a identity lambda=10")
 
 
-@register("L2G-F2-2")
+@CHECKS.register("L2G-F2-2")
 def l2g_f2_2(ours):
     return _band(ours, "a1a", "none", "lam", 0.0, 25.0, "a1a identity p=0.65")
 
 
-@register("L2G-F3-1")
+@CHECKS.register("L2G-F3-1")
 def l2g_f3_1(ours):
     return _band(ours, "a1a", "natural", "p", 0.7, 0.9, "a1a natural lambda=10")
 
 
-@register("L2G-F3-2")
+@CHECKS.register("L2G-F3-2")
 def l2g_f3_2(ours):
     return _band(ours, "a1a", "natural", "lam", 0.0, 5.0, "a1a natural p=0.65")
 
@@ -116,7 +118,7 @@ def _each_dataset_compressor(ours, test, statement: str) -> tuple[str, str]:
                 continue
             holds, text = test(points)
             results.append(_item(f"{dataset} {comp}", holds, text, *points.values()))
-    return every(results, statement, expected=4, reasons="; ".join(why))
+    return every_item(results, statement, expected=4, reasons="; ".join(why))
 
 
 def _grid_end_worse(ours, end, statement: str):
@@ -128,17 +130,17 @@ def _grid_end_worse(ours, end, statement: str):
     return _each_dataset_compressor(ours, test, statement)
 
 
-@register("L2G-F2-3")
+@CHECKS.register("L2G-F2-3")
 def l2g_f2_3(ours):
     return _grid_end_worse(ours, min, "f(smallest grid p) > f(p*) (lambda = 10)")
 
 
-@register("L2G-F3-4")
+@CHECKS.register("L2G-F3-4")
 def l2g_f3_4(ours):
     return _grid_end_worse(ours, max, "f(largest grid p, 0.95) > f(p*) (lambda = 10)")
 
 
-@register("L2G-F2-4")
+@CHECKS.register("L2G-F2-4")
 def l2g_f2_4(ours):
     results, why, optima = [], [], []
     for dataset in ("a1a", "a2a"):
@@ -150,20 +152,20 @@ def l2g_f2_4(ours):
         optima.append(f"{dataset} p* = {best:g}")
         results.append(_item(dataset, min(points) < best < max(points),
                              f"argmin p = {best:g} on the grid {min(points):g}..{max(points):g}", *points.values()))
-    return every(results, "argmin over p (identity) is neither the smallest nor the largest grid value",
-                 expected=2, reasons="; ".join(why),
-                 extra=("optima side by side (reported, not gated): " + ", ".join(optima)) if optima else "")
+    return every_item(results, "argmin over p (identity) is neither the smallest nor the largest grid value",
+                      expected=2, reasons="; ".join(why),
+                      extra=("optima side by side (reported, not gated): " + ", ".join(optima)) if optima else "")
 
 
-@register("L2G-F3-3")
+@CHECKS.register("L2G-F3-3")
 def l2g_f3_3(ours):
     ident, why1 = _sweep(ours, "a1a", "none", "p")
     nat, why2 = _sweep(ours, "a1a", "natural", "p")
     if why1 or why2:
         return "not evaluated", "undetermined: " + "; ".join(w for w in (why1, why2) if w)
     a, b = _argmin(nat), _argmin(ident)
-    return every([_item("a1a lambda=10", a > b, f"p*(natural) = {a:g}, p*(identity) = {b:g}",
-                        *ident.values(), *nat.values())], "p*(natural) > p*(identity)", expected=1)
+    return every_item([_item("a1a lambda=10", a > b, f"p*(natural) = {a:g}, p*(identity) = {b:g}",
+                             *ident.values(), *nat.values())], "p*(natural) > p*(identity)", expected=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,7 +219,7 @@ def _train_note(rows) -> str:
             f"model only): the train half of the rule is not evaluated") if missing else ""
 
 
-@register("L2G-F4-1")
+@CHECKS.register("L2G-F4-1")
 def l2g_f4_1(ours):
     results = []
     for model in MODELS:
@@ -234,11 +236,11 @@ def l2g_f4_1(ours):
                 continue
             results.append(_item(f"{model} vs {k}", x < y, f"bits/n to {float(a['target']):g}: l2gd_natural "
                                  f"{_fmt_big(x)}, {k} {_fmt_big(y)}", a, runs[k]))
-    return every(results, "bits/n to the target test Top-1: l2gd_natural < X for every other curve",
-                 expected=21, reasons=_unrun(ours, MODELS))
+    return every_item(results, "bits/n to the target test Top-1: l2gd_natural < X for every other curve",
+                      expected=21, reasons=_unrun(ours, MODELS))
 
 
-@register("L2G-F4-2")
+@CHECKS.register("L2G-F4-2")
 def l2g_f4_2(ours):
     results = []
     for model in MODELS:
@@ -257,11 +259,11 @@ def l2g_f4_2(ours):
             results.append(_item(f"{model} vs {k}", holds, "loss at the budgets: l2gd_natural "
                                  + ", ".join(f"{v:.4g}" for v in a) + f"; {k} " + ", ".join(f"{v:.4g}" for v in b),
                                  runs["l2gd_natural"], r))
-    return every(results, "loss(l2gd_natural at B) <= loss(X at B) at 5 log-spaced budgets", expected=21,
-                 reasons=_unrun(ours, MODELS))
+    return every_item(results, "loss(l2gd_natural at B) <= loss(X at B) at 5 log-spaced budgets", expected=21,
+                      reasons=_unrun(ours, MODELS))
 
 
-@register("L2G-F4-3")
+@CHECKS.register("L2G-F4-3")
 def l2g_f4_3(ours):
     results, rows = [], []
     for model in MODELS:
@@ -276,26 +278,27 @@ def l2g_f4_3(ours):
             holds = _acc(a) >= _acc(r) - 0.5
             results.append(_item(f"{model} vs {k}", holds, f"test Top-1 l2gd_natural {_acc(a):.2f}, {k} {_acc(r):.2f}",
                                  a, r))
-    verdict, detail = every(results, "final test Top-1 of l2gd_natural >= every other curve's - 0.5 point",
-                            expected=21, reasons=_unrun(ours, MODELS))
+    verdict, detail = every_item(results, "final test Top-1 of l2gd_natural >= every other curve's - 0.5 point",
+                                 expected=21, reasons=_unrun(ours, MODELS))
     note = _train_note(rows)
     if note and verdict == "holds":
         verdict, detail = "not evaluated", "undetermined: " + detail
     return verdict, detail + (f"\n{note}" if note else "")
 
 
-@register("L2G-F4-4")
+@CHECKS.register("L2G-F4-4")
 def l2g_f4_4(ours):
     runs = _runs(ours, "resnet18", figures=(4,))
     if not {"fedavg", "fedavg_c"} <= set(runs):
         return "not evaluated", "undetermined: ResNet-18's fedavg and fedavg_c are not both run: " + \
             (_unrun(ours, ("resnet18",)) or "not in this frame")
     a, b = runs["fedavg_c"], runs["fedavg"]
-    return every([_item("resnet18", _acc(a) >= _acc(b), f"test Top-1 fedavg_c {_acc(a):.2f}, fedavg {_acc(b):.2f}, "
-                        f"gap {_acc(a) - _acc(b):+.2f}", a, b)], "final test acc(fedavg_c) >= acc(fedavg)", expected=1)
+    return every_item([_item("resnet18", _acc(a) >= _acc(b),
+                             f"test Top-1 fedavg_c {_acc(a):.2f}, fedavg {_acc(b):.2f}, gap {_acc(a) - _acc(b):+.2f}",
+                             a, b)], "final test acc(fedavg_c) >= acc(fedavg)", expected=1)
 
 
-@register("L2G-F4-5")
+@CHECKS.register("L2G-F4-5")
 def l2g_f4_5(ours):
     runs = _runs(ours, "resnet18", figures=(4,))
     if not {"fedavg", "fedavg_c"} <= set(runs):
@@ -304,11 +307,11 @@ def l2g_f4_5(ours):
     a, b = runs["fedavg_c"], runs["fedavg"]
     gaps = {q: abs(_num(a, f"acc_{q}") - _num(b, f"acc_{q}")) for q in (25, 50, 100)}
     holds = all(g <= 2 for g in gaps.values())
-    return every([_item("resnet18", holds, ", ".join(f"{q} %: |gap| {g:.2f}" for q, g in gaps.items()), a, b)],
-                 "|acc(fedavg_c, t) - acc(fedavg, t)| <= 2 points at 25, 50, 100 % of the rounds", expected=1)
+    return every_item([_item("resnet18", holds, ", ".join(f"{q} %: |gap| {g:.2f}" for q, g in gaps.items()), a, b)],
+                      "|acc(fedavg_c, t) - acc(fedavg, t)| <= 2 points at 25, 50, 100 % of the rounds", expected=1)
 
 
-@register("L2G-F4-6")
+@CHECKS.register("L2G-F4-6")
 def l2g_f4_6(ours):
     results = []
     for model in MODELS:
@@ -325,11 +328,11 @@ def l2g_f4_6(ours):
                 continue
             results.append(_item(f"{model} vs {k}", x > y, f"rounds to {float(a['target']):g}: l2gd_natural "
                                  f"{_fmt_big(x)}, {k} {_fmt_big(y)}", a, runs[k]))
-    return every(results, "rounds to the target: l2gd_natural > fedavg and > fedopt", expected=6,
-                 reasons=_unrun(ours, MODELS))
+    return every_item(results, "rounds to the target: l2gd_natural > fedavg and > fedopt", expected=6,
+                      reasons=_unrun(ours, MODELS))
 
 
-@register("L2G-F5-1")
+@CHECKS.register("L2G-F5-1")
 def l2g_f5_1(ours):
     r = {}
     for model in ("densenet121", "mobilenet"):
@@ -342,26 +345,26 @@ def l2g_f5_1(ours):
                                 "run: " + (_unrun(ours, ("densenet121", "mobilenet")) or "not in this frame")
     (rd, *dense), (rm, *mobile) = r["densenet121"], r["mobilenet"]
     holds = 0.2 <= rd <= 0.5 and 0.0 <= rm <= 0.2 and rd > rm
-    return every([_item("DenseNet / MobileNet", holds, f"r(DenseNet) = {rd:.3f}, r(MobileNet) = {rm:.3f}",
-                        *dense, *mobile)],
-                 "r = (acc(natural) - acc(topk)) / acc(natural): r(DenseNet) in [0.2, 0.5], r(MobileNet) in [0, 0.2], "
-                 "r(DenseNet) > r(MobileNet)", expected=1)
+    return every_item([_item("DenseNet / MobileNet", holds, f"r(DenseNet) = {rd:.3f}, r(MobileNet) = {rm:.3f}",
+                             *dense, *mobile)],
+                      "r = (acc(natural) - acc(topk)) / acc(natural): r(DenseNet) in [0.2, 0.5], "
+                      "r(MobileNet) in [0, 0.2], r(DenseNet) > r(MobileNet)", expected=1)
 
 
-@register("L2G-S7-1")
+@CHECKS.register("L2G-S7-1")
 def l2g_s7_1(ours):
     return "not evaluated", ("undetermined: needs a sweep of eta lambda / (n p) in {0.1, 0.5, 0.75, 0.95, 1} on a DNN, "
                              "which no target runs yet (the figures use one regime per model)")
 
 
-@register("L2G-S7-2")
+@CHECKS.register("L2G-S7-2")
 def l2g_s7_2(ours):
     return "not evaluated", ("undetermined: needs every client's model after each aggregation step, which a stored run "
                              "does not keep; tests/test_l2gd.py checks the identity on the engine's iterates "
                              "(test_engine_iterates_are_algorithm_1: exact at eta lambda / (n p) = 1, torch.lerp)")
 
 
-@register("L2G-S7-3")
+@CHECKS.register("L2G-S7-3")
 def l2g_s7_3(ours):
     if "mean_local_steps" not in ours.columns:
         return "not evaluated", "undetermined: no coin sequence measured (run l2gd-fig7)"
@@ -370,25 +373,26 @@ def l2g_s7_3(ours):
         return "not evaluated", "undetermined: no L2GD run of Figs. 7-8 in this frame"
     r = rows[0]
     v = float(r["mean_local_steps"])
-    return every([(f"p = {float(r['p']):g}, {int(r['coin_rounds'])} iterations", abs(v - 3) <= 0.15,
-                   f"mean local steps between consecutive communications {v:.3f} "
-                   f"(geometric runs: 1/p = {1 / float(r['p']):.3f}; a full cycle {float(r['mean_cycle']):.3f})")],
-                 "mean local steps between communications within 5 % of 3", expected=1)
+    return every_item([(f"p = {float(r['p']):g}, {int(r['coin_rounds'])} iterations", abs(v - 3) <= 0.15,
+                        f"mean local steps between consecutive communications {v:.3f} "
+                        f"(geometric runs: 1/p = {1 / float(r['p']):.3f}; a full cycle {float(r['mean_cycle']):.3f})")],
+                      "mean local steps between communications within 5 % of 3", expected=1)
 
 
-@register("L2G-F7-1")
+@CHECKS.register("L2G-F7-1")
 def l2g_f7_1(ours):
     runs = _runs(ours, "resnet56", figures=(7, 8))
     if not {"l2gd", "fedavg"} <= set(runs):
         return "not evaluated", "undetermined: ResNet-56's l2gd and fedavg are not both run: " + \
             (_unrun(ours, ("resnet56",)) or "not in this frame")
     a, b = runs["l2gd"], runs["fedavg"]
-    parts = [every([_item("test accuracy", abs(_acc(a) - _acc(b)) <= 2,
-                          f"l2gd {_acc(a):.2f}, fedavg {_acc(b):.2f}", a, b)], "|test acc gap| <= 2 points", expected=1)]
+    parts = [every_item([_item("test accuracy", abs(_acc(a) - _acc(b)) <= 2,
+                               f"l2gd {_acc(a):.2f}, fedavg {_acc(b):.2f}", a, b)],
+                        "|test acc gap| <= 2 points", expected=1)]
     for col, what in (("final_loss", "train loss"), ("final_test_loss", "test loss")):
         x, y = _num(a, col), _num(b, col)
-        parts.append(every([_item(what, abs(x - y) <= 0.1 * y, f"l2gd {x:.4g}, fedavg {y:.4g}", a, b)],
-                           f"|{what} gap| <= 10 % of fedavg's", expected=1))
+        parts.append(every_item([_item(what, abs(x - y) <= 0.1 * y, f"l2gd {x:.4g}, fedavg {y:.4g}", a, b)],
+                                f"|{what} gap| <= 10 % of fedavg's", expected=1))
     note = _train_note([a, b])
     if note:
         parts.append(("not evaluated", "undetermined: " + note))
@@ -406,7 +410,7 @@ def _t2(ours):
     return out, why
 
 
-@register("L2G-T2-1")
+@CHECKS.register("L2G-T2-1")
 def l2g_t2_1(ours):
     pairs, why = _t2(ours)
     results = []
@@ -420,11 +424,11 @@ def l2g_t2_1(ours):
         text = f"R = {_fmt_big(y)} / {_fmt_big(x)} = {_fmt_big(ratio)}" + (" (a lower bound: fedavg_c not reached)"
                                                                              if math.isinf(y) else "")
         results.append(_item(model, (1e3 <= ratio <= 1e5) if math.isfinite(ratio) else None, text, a, b))
-    return every(results, "R = bits/n(fedavg_c) / bits/n(l2gd_natural) to the target in [1e3, 1e5]", expected=3,
-                 reasons=_unrun(ours, list(PAPER_T2)) or ", ".join(why))
+    return every_item(results, "R = bits/n(fedavg_c) / bits/n(l2gd_natural) to the target in [1e3, 1e5]", expected=3,
+                      reasons=_unrun(ours, list(PAPER_T2)) or ", ".join(why))
 
 
-@register("L2G-T2-2")
+@CHECKS.register("L2G-T2-2")
 def l2g_t2_2(ours):
     pairs, why = _t2(ours)
     results = []
@@ -437,11 +441,11 @@ def l2g_t2_2(ours):
                 continue
             gap = abs(math.log10(v) - math.log10(paper))
             results.append(_item(f"{model} {name}", gap <= 1, f"{v:.3g} vs paper {paper:.2g} ({gap:.2f} decades)", r))
-    return every(results, "|log10(ours) - log10(paper)| <= 1 for L2GD and FedAvg bits/n", expected=6,
-                 reasons=_unrun(ours, list(PAPER_T2)) or ", ".join(why))
+    return every_item(results, "|log10(ours) - log10(paper)| <= 1 for L2GD and FedAvg bits/n", expected=6,
+                      reasons=_unrun(ours, list(PAPER_T2)) or ", ".join(why))
 
 
-@register("L2G-F9-1")
+@CHECKS.register("L2G-F9-1")
 def l2g_f9_1(ours):
     results = []
     for model in MODELS:
@@ -459,11 +463,11 @@ def l2g_f9_1(ours):
         rr = _ratio(_num(b, "rounds_to_target"), _num(a, "rounds_to_target"))
         results.append(_item(model, (2.5 <= ratio <= 10) if math.isfinite(ratio) else None, f"bits/n ratio fedopt / l2gd_natural = {ratio:.3g} "
                              f"(rounds ratio {rr:.3g})", a, b))
-    return every(results, "bits/n(fedopt) / bits/n(l2gd_natural) to the target in [2.5, 10]", expected=3,
-                 reasons=_unrun(ours, MODELS))
+    return every_item(results, "bits/n(fedopt) / bits/n(l2gd_natural) to the target in [2.5, 10]", expected=3,
+                      reasons=_unrun(ours, MODELS))
 
 
-@register("L2G-F9-2")
+@CHECKS.register("L2G-F9-2")
 def l2g_f9_2(ours):
     results, rows = [], []
     for model in MODELS:
@@ -477,8 +481,8 @@ def l2g_f9_2(ours):
         results.append(_item(model, holds, f"total bits/n {_num(a, 'total_bits_per_n'):.3g} vs "
                              f"{_num(b, 'total_bits_per_n'):.3g}; loss {_num(a, 'final_loss'):.4g} vs "
                              f"{_num(b, 'final_loss'):.4g}; test Top-1 {_acc(a):.2f} vs {_acc(b):.2f}", a, b))
-    verdict, detail = every(results, "l2gd_natural sends less, ends at a lower loss and a test Top-1 >= fedopt's - 0.5",
-                            expected=3, reasons=_unrun(ours, MODELS))
+    verdict, detail = every_item(results, "l2gd_natural sends less, ends at a lower loss and a test Top-1 >= "
+                                 "fedopt's - 0.5", expected=3, reasons=_unrun(ours, MODELS))
     note = _train_note(rows)
     if note and verdict == "holds":
         verdict, detail = "not evaluated", "undetermined: " + detail

@@ -1,4 +1,5 @@
-"""FedDyn's claims (claims.csv, FDY-*) checked on the models-to-target frame of experiments/feddyn.
+"""FedDyn's claims (claims.csv, FDY-*) checked on the models-to-target frame of the FedDyn tables
+(common.measure), filed in `CHECKS`.
 
 `ours` has one row per run x target: `table`, `setting`, `num_devices`, `participation`,
 `balance`, `dataset_key`, `split_key`, `target`, `own_target` (the target belongs to the
@@ -15,13 +16,15 @@ fails, the verdict is "not evaluated" with the reason "undetermined".
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from typing import Optional
 
 import pandas as pd
 
 from fedrepro.metrics.targets import Count, fewer, gain
-from fedrepro.reports.claims import register, verdict_of
+from fedrepro.reports import claims as shared
+from fedrepro.reports.claims import Checks, combine, tally
 
+CHECKS = Checks()
 ALL = ("feddyn", "scaffold", "fedavg", "fedprox")
 BASELINES = ALL[1:]
 Interval = tuple  # (lo, hi) bounds of a gain
@@ -121,46 +124,16 @@ def label(key) -> str:
 # ---------------------------------------------------------------------------------------------
 # Verdicts
 
-
-def _missing_line(expected: int, evaluated: int, need: str, reasons: str) -> str:
-    if expected <= evaluated:
-        return ""
-    line = f"{expected - evaluated} of {expected} scope items not evaluated (they lack {need})"
-    return line + (f": {reasons}" if reasons else ": their rows are not in the frame (other datasets "
-                   "or tables: --datasets all, or run those tables at this profile and results root)")
+# A scope item missing from the frame: its table's rows were not rendered here.
+ABSENT = ("their rows are not in the frame (other datasets or tables: --datasets all, or run those tables at "
+          "this profile and results root)")
 
 
 def every(results: list, statement: str, *, expected: int, need: str, reasons: str) -> tuple[str, str]:
-    """All results must hold. results: (label, True | False | None, text)."""
-    missing = _missing_line(expected, len(results), need, reasons)
-    if not results:
-        return "not evaluated", missing or f"nothing in the scope ({need})"
-    return verdict_of(results, statement, undecided_why="censoring", undecided_name="undetermined", notes=(missing,))
-
-
-def tally(results: list, statement: str, rule: Callable[[int, int], bool], *, expected: int, need: str,
-          reasons: str, counted: str = "holds") -> tuple[str, str]:
-    """rule(k, n) on the number k of True results out of n; undecided results may go either way."""
-    missing = _missing_line(expected, len(results), need, reasons)
-    if not results:
-        return "not evaluated", missing or f"nothing in the scope ({need})"
-    n = len(results)
-    yes = sum(out is True for _, out, _ in results)
-    maybe = sum(out is None for _, out, _ in results)
-    low, high = rule(yes, n), rule(yes + maybe, n)
-    verdict = "holds" if low and high else "fails" if not (low or high) else "not evaluated"
-    head = f"{statement}: {counted} in {yes} of {n}" + (f" ({maybe} undecided by censoring)" if maybe else "")
-    if verdict == "not evaluated":
-        head = "undetermined: " + head
-    lines = [head, "; ".join(f"{lab}: {text}{'' if out is None else (' yes' if out else ' no')}"
-                             for lab, out, text in results)]
-    return verdict, "\n".join(lines + ([missing] if missing else []))
-
-
-def _combine(*parts: tuple[str, str]) -> tuple[str, str]:
-    verdicts = [v for v, _ in parts]
-    verdict = "fails" if "fails" in verdicts else "not evaluated" if "not evaluated" in verdicts else "holds"
-    return verdict, "\n".join(d for _, d in parts)
+    """All results must hold (claims.every); censoring leaves a result undecided."""
+    return shared.every(results, statement, expected=expected, need=need, reasons=reasons, absent=ABSENT,
+                        nothing=f"nothing in the scope ({need})", undecided_why="censoring",
+                        undecided_name="undetermined")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,22 +156,22 @@ def fewest(ours: pd.DataFrame, tables, statement: str, **eq) -> tuple[str, str]:
                  reasons=why(df, ALL))
 
 
-@register("FDY-T1-1")
+@CHECKS.register("FDY-T1-1")
 def fdy_t1_1(ours):
     return fewest(ours, (1,), "models(feddyn) < scaffold, fedavg, fedprox (censored baseline larger)")
 
 
-@register("FDY-T2-1")
+@CHECKS.register("FDY-T2-1")
 def fdy_t2_1(ours):
     return fewest(ours, (2,), "models(feddyn) < scaffold, fedavg, fedprox (censored baseline larger)")
 
 
-@register("FDY-T4-1")
+@CHECKS.register("FDY-T4-1")
 def fdy_t4_1(ours):
     return fewest(ours, (4,), "unbalanced rows: models(feddyn) < scaffold, fedavg, fedprox", balance="unbalanced")
 
 
-@register("FDY-T6-1")
+@CHECKS.register("FDY-T6-1")
 def fdy_t6_1(ours):
     verdict, detail = fewest(ours, (6,), "training-loss target: models(feddyn) < scaffold, fedavg, fedprox")
     rows = complete(counts(select(ours, (6,)), ROW), ALL)
@@ -213,7 +186,7 @@ def fdy_t6_1(ours):
 # Table 1: moderate vs massive
 
 
-@register("FDY-T1-2")
+@CHECKS.register("FDY-T1-2")
 def fdy_t1_2(ours):
     df = select(ours, (1,))
     rows = complete(counts(df, ["setting", "dataset_key", "split_key", "target_rank"]), ("feddyn", "scaffold"))
@@ -228,7 +201,7 @@ def fdy_t1_2(ours):
                  need="ok feddyn and scaffold runs in both blocks", reasons=why(df, ("feddyn", "scaffold")))
 
 
-@register("FDY-T1-3")
+@CHECKS.register("FDY-T1-3")
 def fdy_t1_3(ours):
     df = select(ours, (1,), setting="Massive", dataset_key="cifar10")
     cases = [("iid", "scaffold"), ("iid", "fedavg"), ("iid", "fedprox"),
@@ -250,7 +223,7 @@ def fdy_t1_3(ours):
                  expected=len(cases), need="ok massive CIFAR-10 runs", reasons=why(df, ALL))
 
 
-@register("FDY-T1-4")
+@CHECKS.register("FDY-T1-4")
 def fdy_t1_4(ours):
     df = select(ours, (1,), own=False, dataset_key=("cifar10", "cifar100"), split_key=("iid", "dirichlet0.3"))
     top = df[(df.setting == "Massive") & df.own_target.astype(bool) & (df.target_rank == "higher")]
@@ -279,10 +252,10 @@ def _higher_vs_lower(ours, tables, statement, rule, **eq) -> tuple[str, str]:
             results.append((label((p.setting, p.dataset_key, p.split_key)), greater(gh, gl),
                             f"higher {fmt(gh)} vs lower {fmt(gl)}"))
     return tally(results, statement, rule, expected=len(pairs), need="ok feddyn and scaffold runs at both targets",
-                 reasons=why(df, ("feddyn", "scaffold")), counted="higher target gains more")
+                 reasons=why(df, ("feddyn", "scaffold")), absent=ABSENT, counted="higher target gains more")
 
 
-@register("FDY-T1-5")
+@CHECKS.register("FDY-T1-5")
 def fdy_t1_5(ours):
     return _higher_vs_lower(ours, (1,), "gain_vs_scaffold(higher) > (lower) in at least half the pairs (4 of 8)",
                             lambda k, n: k >= n / 2)
@@ -294,7 +267,7 @@ def fdy_t1_5(ours):
 BALANCED_100 = {"num_devices": 100, "balance": "balanced"}
 
 
-@register("FDY-T2-2")
+@CHECKS.register("FDY-T2-2")
 def fdy_t2_2(ours):
     df = select(ours, (1, 2), dataset_key="cifar10", target_rank="higher", **BALANCED_100)
     rows = complete(counts(df, ["participation", "split_key"]), ("feddyn", "scaffold"))
@@ -310,7 +283,7 @@ def fdy_t2_2(ours):
                  reasons=why(df, ("feddyn", "scaffold")))
 
 
-@register("FDY-T2-3")
+@CHECKS.register("FDY-T2-3")
 def fdy_t2_3(ours):
     df = select(ours, (1, 2, 5), **BALANCED_100)
     rows = complete(counts(df, ["participation", "dataset_key", "split_key", "target_rank"]), ALL)
@@ -328,7 +301,7 @@ def fdy_t2_3(ours):
         return "not evaluated", ("needs ok runs of all four methods at 100 %, 10 % and 1 % for the same dataset, "
                                  "split and target rank (Tables 2 and 5, CIFAR 10 % from Table 1): "
                                  + (why(df, ALL) or "run the other tables at this profile and results root"))
-    return _combine(*parts)
+    return combine(*parts)
 
 
 # Heterogeneity orders of FDY-T2-4: (tables, balance, dataset, splits in increasing heterogeneity).
@@ -336,7 +309,7 @@ T2_4_ORDERS = [((1, 2), "balanced", d, ("iid", "dirichlet0.6", "dirichlet0.3")) 
     + [((2,), "balanced", "shakespeare", ("iid", "natural")), ((4,), "unbalanced", "cifar10", ("iid", "dirichlet0.3"))]
 
 
-@register("FDY-T2-4")
+@CHECKS.register("FDY-T2-4")
 def fdy_t2_4(ours):
     results, reasons = [], []
     for tables, balance, d, order in T2_4_ORDERS:
@@ -353,7 +326,7 @@ def fdy_t2_4(ours):
                  reasons="; ".join(r for r in reasons if r))
 
 
-@register("FDY-T2-5")
+@CHECKS.register("FDY-T2-5")
 def fdy_t2_5(ours):
     df = select(ours, (2,), participation=1.0)
     rows = complete(counts(df, ["dataset_key", "split_key", "target_rank"]), ALL)
@@ -367,20 +340,20 @@ def fdy_t2_5(ours):
             results.append((f"{c.dataset_key} {c.target_rank}", greater(b, a), f"iid {fmt(a)} -> {het} {fmt(b)}"))
     return tally(results, "best-baseline gain increases IID -> Dir .3 (non-IID) in at most half the cells",
                  lambda k, n: k <= n / 2, expected=len(cells), need="ok runs of all four methods on both splits",
-                 reasons=why(df, ALL), counted="increases")
+                 reasons=why(df, ALL), absent=ABSENT, counted="increases")
 
 
-@register("FDY-T2-6")
+@CHECKS.register("FDY-T2-6")
 def fdy_t2_6(ours):
     return _higher_vs_lower(ours, (2,), "gain_vs_scaffold(higher) > (lower) in more than half the pairs",
                             lambda k, n: k > n / 2)
 
 
-@register("FDY-T2-7")
+@CHECKS.register("FDY-T2-7")
 def fdy_t2_7(ours):
     df = select(ours, (2,), split_key=("iid", "dirichlet0.3"), participation=(1.0, 0.1))
     if not (df["algorithm_key"] == "dsgd").any():
-        return "not evaluated", "needs DSGD runs: python -m experiments.feddyn.table2 --dsgd"
+        return "not evaluated", "needs DSGD runs: python -m experiments feddyn table2 --dsgd"
     rows = complete(counts(df, ROW), (*ALL, "dsgd"))
     results = [(label(k[1:]), _both(*(fewer(c[x], c["dsgd"]) for x in ALL)),
                 f"dsgd {c['dsgd']} vs " + ", ".join(f"{x} {c[x]}" for x in ALL)) for k, c in rows.items()]
@@ -388,7 +361,7 @@ def fdy_t2_7(ours):
                  need="ok runs of dsgd and all four methods", reasons=why(df, (*ALL, "dsgd")))
 
 
-@register("FDY-S3-2")
+@CHECKS.register("FDY-S3-2")
 def fdy_s3_2(ours):
     df = ours[ours["status"].astype(str) == "ok"]
     if df.empty or "up_vectors_per_d" not in df:
@@ -408,7 +381,7 @@ def fdy_s3_2(ours):
 # Table 4: unbalanced data
 
 
-@register("FDY-T4-2")
+@CHECKS.register("FDY-T4-2")
 def fdy_t4_2(ours):
     df = select(ours, (4,), balance="unbalanced")
     rows = complete(counts(df, ROW), ("feddyn", "scaffold"))
@@ -430,7 +403,7 @@ def _mean(bounds: list) -> Interval:
     return (sum(b[0] for b in bounds) / len(bounds), sum(b[1] for b in bounds) / len(bounds))
 
 
-@register("FDY-T4-3")
+@CHECKS.register("FDY-T4-3")
 def fdy_t4_3(ours):
     df = select(ours, (4,))
     rows = complete(counts(df, ["balance", *ROW]), ALL)
@@ -446,7 +419,7 @@ def fdy_t4_3(ours):
                  expected=1, need="", reasons="")
 
 
-@register("FDY-T4-4")
+@CHECKS.register("FDY-T4-4")
 def fdy_t4_4(ours):
     return _higher_vs_lower(ours, (4,), "unbalanced: gain_vs_scaffold(higher) > (lower) in at least 3 of 4 pairs",
                             lambda k, n: k >= 0.75 * n, balance="unbalanced")
@@ -456,7 +429,7 @@ def fdy_t4_4(ours):
 # Table 5: 1 % participation
 
 
-@register("FDY-T5-1")
+@CHECKS.register("FDY-T5-1")
 def fdy_t5_1(ours):
     df = select(ours, (5,))
     rows = complete(counts(df, ROW), ("feddyn", "scaffold"))
@@ -473,7 +446,7 @@ def least(*cs: Count) -> Count:
     return min(finite, key=lambda c: c.value) if finite else Count(min(c.value for c in cs), True)
 
 
-@register("FDY-T5-2")
+@CHECKS.register("FDY-T5-2")
 def fdy_t5_2(ours):
     df = select(ours, (5,))
     rows = complete(counts(df, ROW), ("feddyn", "fedavg", "fedprox"))

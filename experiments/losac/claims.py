@@ -1,10 +1,17 @@
-"""LoSAC's claims (claims.csv, LSC-T2-*, LSC-F6-*, LSC-F7-*) checked on the frames of
-experiments/losac, each rule implemented as claims.csv writes it.
+"""LoSAC's claims (claims.csv) checked on the frames of experiments/losac, each rule as
+claims.csv writes it, filed in `CHECKS`: LSC-T2-* (Table II), LSC-F1-*, LSC-F2-*, LSC-F4-*,
+LSC-F5-1 (the curve Figures 1-5), LSC-F6-* (DLG) and LSC-F7-* (low-rank).
 
 Table II frame: one row per (dataset_key, algorithm_key in {scaffold, losac}, M, T) with
 `status`, `reason`, `rounds` (rounds to 85 %, seed mean), `censored` (the target was not
 reached by some seed: `rounds` is the cap, a lower bound), `loss` (training loss), `acc`
 (test accuracy, %) and `acc_round` (the round both were read at).
+Curve frame: one row per (figure, dataset_key, split_key, c, S, T, algorithm_key) with
+`status`, `reason`, `final_loss` (training loss of the last round; inf for a diverged run),
+`final_acc` (test accuracy %, NaN when diverged), `loss_half` (loss at round R/2),
+`fluct_late` / `fluct_early` (std of round-to-round loss differences over the second half /
+the first 10 % of the rounds), `rounds_run` and `rounds_planned`. A panel shared by two
+figures (Fig. 2's and Fig. 3's S = 50, T = 5) is one scope item.
 Figure 6 frame: one row per (dataset_key, algorithm_key) with `initial_distance`,
 `final_distance` (||D_hat - D||_F before the attack and after its last iteration),
 `iterations` and `attack_round`.
@@ -14,12 +21,16 @@ Figure 7 frame: one row per (rank, algorithm_key) with `final_error`, `final_ran
 How the runs we have decide a rule:
 * censoring (rounds to the target): a censored count is larger than any finite one; two
   censored counts cannot be compared; a speed-up with a censored side is a bound;
+* a diverged run has the worst loss (inf) and the worst accuracy (-inf), so it loses every
+  comparison and a drop to it is unbounded;
 * a rule stated at round 500 (Table II's loss and accuracy) is decided only by runs read at
   round 500; runs stopped earlier (profile quick) leave it undecided, and the detail says
-  what the rule would say at the round we have;
-* a rule about every cell is judged on the cells we ran, the others are listed with the
-  reason; a rule that counts cells out of 9 treats the cells not run as undecided (they
-  could change the count);
+  what the rule would say at the round we have; likewise a curve run stopped by the
+  profile's round cap leaves its items undecided ("would hold / fail");
+* a Table II rule about every cell is judged on the cells we ran, the others are listed with
+  the reason; a rule that counts cells out of 9 treats the cells not run as undecided (they
+  could change the count); a curve rule over every scope item is not evaluated while some
+  items have no run, unless an evaluated item fails;
 * Figures 6 and 7 are decided only by runs of the stated length (attack in round 5 after 100
   iterations; Figure 7's final round = the rounds the recipe plans, not a profile's cap).
 Undecided and nothing failing: "not evaluated", the detail starting with "undetermined".
@@ -27,57 +38,29 @@ Undecided and nothing failing: "not evaluated", the detail starting with "undete
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Callable, Optional
 
 import pandas as pd
 
 from fedrepro.metrics.targets import Count, fewer, gain
-from fedrepro.reports.claims import register, verdict_of
+from fedrepro.reports.claims import ABSENT, Checks, at_least, combine, every
+
+CHECKS = Checks()
 
 DATASETS = ("mnist", "har", "esr")
 MS, TS = (2, 3, 5), (2, 4, 6)
 ACC_ROUND = 500
-Result = tuple  # (label, True | False | None, text)
+PANEL = ("dataset_key", "split_key", "S", "T")
+
+# Table II, Figures 6 and 7: a rule holds on the items we ran; the missing ones are named
+every_item = partial(every, absent=f"{ABSENT} (a narrower selection was run: drop --datasets / --cells / --ranks)")
+# Figures 1-5: a rule over every scope item does not hold while some items have no run
+every_panel = partial(every, strict=True, absent="their runs are in neither this figure nor the results store")
 
 
 # ---------------------------------------------------------------------------------------------
-# Verdict helpers
-
-
-def _missing(expected: int, got: int, reasons: str) -> str:
-    if got >= expected:
-        return ""
-    line = f"{expected - got} of {expected} scope items not evaluated"
-    return line + (f": {reasons}" if reasons else ": their runs are not in this frame (a narrower selection "
-                   "was run: drop --datasets / --cells / --ranks)")
-
-
-def every(results: list, statement: str, *, expected: int, reasons: str = "", extra: str = "") -> tuple[str, str]:
-    """All results must hold; None = undecided."""
-    missing = _missing(expected, len(results), reasons)
-    if not results:
-        return "not evaluated", "nothing in the scope was run" + (f" ({missing})" if missing else "")
-    return verdict_of(results, statement, notes=(extra, missing))
-
-
-def at_least(results: list, k: int, n: int, statement: str, *, reasons: str = "") -> tuple[str, str]:
-    """At least k of the n scope items hold; items missing from `results` are undecided."""
-    yes = sum(out is True for _, out, _ in results)
-    maybe = sum(out is None for _, out, _ in results) + max(n - len(results), 0)
-    verdict = "holds" if yes >= k else "fails" if yes + maybe < k else "not evaluated"
-    head = f"{statement}: {yes} of {n} hold" + (f", {maybe} undecided" if maybe else "")
-    if verdict == "not evaluated":
-        head = "undetermined: " + head
-    body = "; ".join(f"{lab}: {text}{'' if out is None else (' yes' if out else ' no')}"
-                     for lab, out, text in results)
-    missing = f"{n - len(results)} not evaluated: {reasons}" if len(results) < n and reasons else ""
-    return verdict, "\n".join(x for x in (head, body, missing) if x)
-
-
-def combine(*parts: tuple[str, str]) -> tuple[str, str]:
-    verdicts = [v for v, _ in parts]
-    verdict = "fails" if "fails" in verdicts else "not evaluated" if "not evaluated" in verdicts else "holds"
-    return verdict, "\n".join(d for _, d in parts)
+# Table II: speed-ups under censoring
 
 
 def bounds(scaffold: Count, losac: Count) -> tuple[float, float]:
@@ -231,17 +214,17 @@ def speedup_list(cells: dict) -> str:
 # Table II claims
 
 
-@register("LSC-T2-1")
+@CHECKS.register("LSC-T2-1")
 def lsc_t2_1(ours):
     cells = both(t2_cells(ours))
     results = []
     for key, c in cells.items():
         a, b = rounds_of(c["losac"]), rounds_of(c["scaffold"])
         results.append((label(key), fewer(a, b), f"losac {a} vs scaffold {b}"))
-    return every(results, "rounds(losac) < rounds(scaffold) (censored = larger)", expected=27, reasons=why(ours))
+    return every_item(results, "rounds(losac) < rounds(scaffold) (censored = larger)", expected=27, reasons=why(ours))
 
 
-@register("LSC-T2-2")
+@CHECKS.register("LSC-T2-2")
 def lsc_t2_2(ours):
     cells = both(t2_cells(ours))
     return mean_rule(speedups(cells), 1.0, "mean over cells of (speedup - 1) > 1.0", 1.0,
@@ -249,7 +232,7 @@ def lsc_t2_2(ours):
                      extra="speed-ups: " + speedup_list(cells) if cells else "")
 
 
-@register("LSC-T2-3")
+@CHECKS.register("LSC-T2-3")
 def lsc_t2_3(ours):
     cells = both(t2_cells(ours), dataset="esr")
     if not cells:
@@ -265,7 +248,7 @@ def lsc_t2_3(ours):
     return verdict, head + "\nESR speed-ups: " + speedup_list(cells)
 
 
-@register("LSC-T2-4")
+@CHECKS.register("LSC-T2-4")
 def lsc_t2_4(ours):
     cells = t2_cells(ours)
     results = []
@@ -281,7 +264,7 @@ def lsc_t2_4(ours):
             ratio = "" if a.censored or b.censored else f", ratio {a.value / b.value:.2f}"
             results.append((f"{d} vs scaffold M={m} T=6", fewer(a, b, scale=1.25, strict=False),
                             f"losac M=3 T=2 {a} vs scaffold {b}{ratio}"))
-    return every(results, "rounds(losac, M=3, T=2) <= 1.25 * rounds(scaffold, M, T=6)", expected=9,
+    return every_item(results, "rounds(losac, M=3, T=2) <= 1.25 * rounds(scaffold, M, T=6)", expected=9,
                  reasons=why(ours))
 
 
@@ -294,7 +277,7 @@ def _losac_by_m(cells: dict) -> dict:
     return out
 
 
-@register("LSC-T2-5")
+@CHECKS.register("LSC-T2-5")
 def lsc_t2_5(ours):
     by = _losac_by_m(t2_cells(ours))
     loss, rounds, acc = [], [], []
@@ -312,13 +295,13 @@ def lsc_t2_5(ours):
             acc.append((lab, *at_round([rows[5], rows[2]], hi > lo, f"acc M=5 {hi:.2f} vs M=2 {lo:.2f}")))
     reasons = why(ours, algorithm_key="losac")
     return combine(
-        every(loss, "loss(losac) strictly decreases over M = 2, 3, 5", expected=9, reasons=reasons,
+        every_item(loss, "loss(losac) strictly decreases over M = 2, 3, 5", expected=9, reasons=reasons,
               extra=round_note(loss)),
         at_least(rounds, 7, 9, "rounds(losac, M=5) < rounds(losac, M=2) in >= 7 of 9", reasons=reasons),
         at_least(acc, 7, 9, "acc(losac, M=5) > acc(losac, M=2) in >= 7 of 9 (at round 500)", reasons=reasons))
 
 
-@register("LSC-T2-6")
+@CHECKS.register("LSC-T2-6")
 def lsc_t2_6(ours):
     cells = both(t2_cells(ours), M=2)
     b = speedups(cells)
@@ -334,7 +317,7 @@ def lsc_t2_6(ours):
                      missing=why(ours), extra="\n".join(extra))
 
 
-@register("LSC-T2-7")
+@CHECKS.register("LSC-T2-7")
 def lsc_t2_7(ours):
     cells = both(t2_cells(ours))
     results = []
@@ -344,11 +327,11 @@ def lsc_t2_7(ours):
         text = (f"loss {loss_of(lo):.4f} vs {loss_of(sc):.4f}, acc {acc_of(lo):.2f} vs "
                 f"{acc_of(sc):.2f} (losac vs scaffold)")
         results.append((label(key), *at_round([lo, sc], ok, text)))
-    return every(results, "loss(losac) < loss(scaffold) and acc(losac) > acc(scaffold) at round 500",
+    return every_item(results, "loss(losac) < loss(scaffold) and acc(losac) > acc(scaffold) at round 500",
                  expected=27, reasons=why(ours), extra=round_note(results))
 
 
-@register("LSC-T2-8")
+@CHECKS.register("LSC-T2-8")
 def lsc_t2_8(ours):
     cells = both(t2_cells(ours))
     b = speedups(cells)
@@ -357,7 +340,7 @@ def lsc_t2_8(ours):
                      missing=why(ours), extra=extra)
 
 
-@register("LSC-T2-9")
+@CHECKS.register("LSC-T2-9")
 def lsc_t2_9(ours):
     cells = t2_cells(ours)
     loss, parts = [], []
@@ -375,7 +358,7 @@ def lsc_t2_9(ours):
                 rounds.append((lab, fewer(c6, c2), f"rounds T=6 {c6} vs T=2 {c2}"))
         parts.append(at_least(rounds, 8, 9, f"{method}: rounds(T=6) < rounds(T=2) in >= 8 of 9",
                               reasons=why(ours, algorithm_key=method)))
-    return combine(every(loss, "loss(T=6) < loss(T=2) for every (dataset, method, M)", expected=18,
+    return combine(every_item(loss, "loss(T=6) < loss(T=2) for every (dataset, method, M)", expected=18,
                          reasons=why(ours), extra=round_note(loss)), *parts)
 
 
@@ -400,15 +383,15 @@ def _f6(ours, algorithms, grows: bool, statement: str):
     bad = ours[(ours["status"].astype(str) != "ok") & ours["algorithm_key"].isin(algorithms)]
     reasons = "; ".join(f"{d}: {s}: {why_}" for (d, s, why_) in
                         bad[["dataset_key", "status", "reason"]].drop_duplicates().itertuples(index=False))
-    return every(results, statement, expected=3 * len(algorithms), reasons=reasons)
+    return every_item(results, statement, expected=3 * len(algorithms), reasons=reasons)
 
 
-@register("LSC-F6-1")
+@CHECKS.register("LSC-F6-1")
 def lsc_f6_1(ours):
     return _f6(ours, ("dsgd", "mimesvrg"), False, "||D_hat - D||_F at iteration 100 < at iteration 0")
 
 
-@register("LSC-F6-2")
+@CHECKS.register("LSC-F6-2")
 def lsc_f6_2(ours):
     return _f6(ours, ("fedavg", "scaffold", "losac"), True, "||D_hat - D||_F at iteration 100 > at iteration 0")
 
@@ -438,10 +421,10 @@ def _f7(ours, test: Callable, statement: str, algorithms=("losac_prox", "scaffol
     bad = ours[ours["status"].astype(str) != "ok"]
     reasons = "; ".join(sorted({f"rank {int(r.rank)} {r.algorithm_key}: {r.status} {r.reason}".strip()
                                 for r in bad.itertuples(index=False)}))
-    return every(results, statement, expected=5, reasons=reasons)
+    return every_item(results, statement, expected=5, reasons=reasons)
 
 
-@register("LSC-F7-1")
+@CHECKS.register("LSC-F7-1")
 def lsc_f7_1(ours):
     def test(rank, rows):
         got = int(rows["losac_prox"].final_rank)
@@ -449,7 +432,7 @@ def lsc_f7_1(ours):
     return _f7(ours, test, "rank(X_est, losac_prox) == rank(X_G) at the final round", ("losac_prox",))
 
 
-@register("LSC-F7-2")
+@CHECKS.register("LSC-F7-2")
 def lsc_f7_2(ours):
     def test(rank, rows):
         got = int(rows["scaffold_prox"].final_rank)
@@ -457,9 +440,304 @@ def lsc_f7_2(ours):
     return _f7(ours, test, "rank(X_est, scaffold_prox) != rank(X_G) at the final round", ("scaffold_prox",))
 
 
-@register("LSC-F7-3")
+@CHECKS.register("LSC-F7-3")
 def lsc_f7_3(ours):
     def test(rank, rows):
         a, b = float(rows["losac_prox"].final_error), float(rows["scaffold_prox"].final_error)
         return a < b, f"error losac_prox {a:.4g} vs scaffold_prox {b:.4g}"
     return _f7(ours, test, "||X_est - X_G||_F (losac_prox) < (scaffold_prox) at the final round")
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures 1-5: reading the frame
+
+
+def _panels(ours: pd.DataFrame, datasets=("mnist",), splits=None, figures=None) -> dict:
+    """{(dataset, split, S, T): {algorithm: row}} of the runs that finished or diverged."""
+    out: dict = {}
+    for r in ours.itertuples(index=False):
+        if r.dataset_key not in datasets or (splits and r.split_key not in splits):
+            continue
+        if figures and int(r.figure) not in figures:
+            continue
+        if str(r.status) not in ("ok", "diverged"):
+            continue
+        out.setdefault((r.dataset_key, r.split_key, int(r.S), int(r.T)), {})[r.algorithm_key] = r
+    return out
+
+
+def _unrun(ours: pd.DataFrame, datasets, figures=None) -> str:
+    """The scope's runs that are not here, counted per dataset and reason."""
+    bad = ours[~ours["status"].astype(str).isin(["ok", "diverged"]) & ours["dataset_key"].isin(datasets)]
+    if figures:
+        bad = bad[bad["figure"].astype(int).isin(figures)]
+    bad = bad.drop_duplicates([*PANEL, "algorithm_key"])
+    groups = bad.groupby(["dataset_key", "status", "reason"], sort=True).size()
+    return "; ".join(f"{d}: {n} run{'s' * (n > 1)} {status} ({reason})" for (d, status, reason), n in groups.items())
+
+
+def _capped(*rows) -> bool:
+    return any(int(r.rounds_run) < int(r.rounds_planned) for r in rows)
+
+
+def _item(label: str, holds: bool, text: str, *rows) -> tuple:
+    if _capped(*rows):
+        r = next(r for r in rows if int(r.rounds_run) < int(r.rounds_planned))
+        return (label, None, f"{text}; stopped at round {int(r.rounds_run)} of {int(r.rounds_planned)} "
+                             f"(profile cap): would {'hold' if holds else 'fail'}")
+    return (label, holds, text)
+
+
+def _loss(r) -> float:
+    return float(r.final_loss)
+
+
+def _acc(r) -> float:
+    """Test accuracy; a diverged run's is the worst possible (-inf), as its loss is inf."""
+    return -math.inf if str(r.status) == "diverged" else float(r.final_acc)
+
+
+def _fmt(r) -> str:
+    if str(r.status) == "diverged":
+        return f"{r.algorithm_key} diverged in round {int(r.diverged_at)}"
+    return f"{r.algorithm_key} loss {_loss(r):.4g} acc {_acc(r):.2f}"
+
+
+def panel_label(key) -> str:
+    d, split, s, t = key
+    return f"{d} {split} S={s} T={t}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Figure 1: heterogeneity
+
+
+def _by_c(ours: pd.DataFrame) -> dict:
+    """{algorithm: {c: row}} of Figure 1."""
+    out: dict = {}
+    for r in ours[ours["figure"].astype(int) == 1].itertuples(index=False):
+        if str(r.status) in ("ok", "diverged"):
+            out.setdefault(r.algorithm_key, {})[float(r.c)] = r
+    return out
+
+
+def _drop(rows: dict) -> tuple[Optional[float], str]:
+    """acc(c = 0) - acc(c = max) in points, or None when either end is missing."""
+    if 0.0 not in rows or len(rows) < 2:
+        return None, "c = 0 or a c > 0 not run"
+    top = max(rows)
+    return _acc(rows[0.0]) - _acc(rows[top]), f"{_acc(rows[0.0]):.2f} at c 0 -> {_acc(rows[top]):.2f} at c {top:g}"
+
+
+@CHECKS.register("LSC-F1-1")
+def lsc_f1_1(ours):
+    by, results = _by_c(ours), []
+    for alg in ("fedavg", "fedsaga"):
+        rows = by.get(alg, {})
+        drop, text = _drop(rows)
+        if drop is None:
+            continue
+        results.append(_item(alg, drop >= 3, f"drop {drop:.2f} points ({text})",
+                             *rows.values()))
+    return every_panel(results, "final test accuracy at the largest c <= at c = 0 minus 3 points", expected=2,
+                 reasons=_unrun(ours[ours["figure"].astype(int) == 1], ("mnist",)))
+
+
+@CHECKS.register("LSC-F1-2")
+def lsc_f1_2(ours):
+    by, results = _by_c(ours), []
+    base = {a: _drop(by.get(a, {}))[0] for a in ("fedavg", "fedsaga")}
+    for alg in ("scaffold", "mimesvrg", "losac"):
+        rows = by.get(alg, {})
+        drop, text = _drop(rows)
+        if drop is None:
+            continue
+        small = drop <= 1
+        below = all(b is not None and drop < b for b in base.values())
+        results.append(_item(alg, small and below, f"drop {drop:.2f} points ({text}); FedAvg / FedSaga drop "
+                             + " / ".join("?" if b is None else f"{b:.2f}" for b in base.values()), *rows.values()))
+    return every_panel(results, "acc(c = 0) - acc(c = max) <= 1 point and below the drops of FedAvg and FedSaga",
+                 expected=3, reasons=_unrun(ours[ours["figure"].astype(int) == 1], ("mnist",)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures 2-3: MNIST sweeps (S at T = 5, T at S = 50)
+
+
+def _mnist_sweeps(ours):
+    return _panels(ours, figures=(2, 3))
+
+
+def _expected_mnist_panels() -> int:
+    return 10  # 2 splits x ({10, 50, 100} at T 5 and {2, 10} at S 50)
+
+
+@CHECKS.register("LSC-F2-1")
+def lsc_f2_1(ours):
+    results = []
+    for key, rows in sorted(_mnist_sweeps(ours).items()):
+        if {"losac", "scaffold"} <= set(rows):
+            a, b = rows["losac"], rows["scaffold"]
+            holds = _loss(a) < _loss(b) and _acc(a) >= _acc(b) - 0.2
+            results.append(_item(panel_label(key), holds, f"{_fmt(a)}; {_fmt(b)}", a, b))
+    return every_panel(results, "final loss(losac) < loss(scaffold) and acc(losac) >= acc(scaffold) - 0.2",
+                 expected=_expected_mnist_panels(), reasons=_unrun(ours, ("mnist",), (2, 3)))
+
+
+@CHECKS.register("LSC-F2-2")
+def lsc_f2_2(ours):
+    results = []
+    for key, rows in sorted(_mnist_sweeps(ours).items()):
+        if {"fedsaga", "fedavg"} <= set(rows):
+            a, b = rows["fedsaga"], rows["fedavg"]
+            results.append(_item(panel_label(key), _loss(a) > _loss(b), f"{_fmt(a)}; {_fmt(b)}", a, b))
+    return every_panel(results, "final loss(fedsaga) > final loss(fedavg) (accuracy reported, not gated)",
+                 expected=_expected_mnist_panels(), reasons=_unrun(ours, ("mnist",), (2, 3)))
+
+
+@CHECKS.register("LSC-F2-3")
+def lsc_f2_3(ours):
+    panels = _mnist_sweeps(ours)
+    iid, non = panels.get(("mnist", "iid", 50, 5), {}), panels.get(("mnist", "noniid", 50, 5), {})
+    algs = ("fedavg", "mimesvrg", "losac")
+    if not all(a in iid and a in non for a in algs):
+        return "not evaluated", "undetermined: the default panels (S = 50, T = 5) of FedAvg, MimeSVRG and LoSAC " \
+                                "are not all run, IID and non-IID: " + (_unrun(ours, ("mnist",), (2, 3)) or "-")
+    drop = {a: _acc(iid[a]) - _acc(non[a]) for a in algs}
+    text = ", ".join(f"{a} {drop[a]:.2f}" for a in algs)
+    results = [_item(a, drop[a] >= drop["losac"] + 2,
+                     f"drop {drop[a]:.2f} vs losac {drop['losac']:.2f}", iid[a], non[a], iid["losac"], non["losac"])
+               for a in ("fedavg", "mimesvrg")]
+    return every_panel(results, "drop(X) = acc(IID) - acc(non-IID) >= drop(losac) + 2 points for X = fedavg, mimesvrg",
+                 expected=2, extra=f"drops (points): {text}")
+
+
+@CHECKS.register("LSC-F2-4")
+def lsc_f2_4(ours):
+    panels = _panels(ours, splits=("noniid",), figures=(2, 3))
+    results = []
+    for key, rows in sorted(panels.items()):
+        if {"mimesvrg", "losac"} <= set(rows):
+            m, lo = float(rows["mimesvrg"].fluct_late), float(rows["losac"].fluct_late)
+            if str(rows["losac"].status) == "diverged":
+                holds = False  # LoSAC itself blew up
+            elif str(rows["mimesvrg"].status) == "diverged":
+                holds = True  # the largest fluctuation there is
+            else:
+                holds = m > 2 * lo
+            results.append(_item(panel_label(key), holds, f"fluct mimesvrg {m:.3g} vs losac {lo:.3g}",
+                                 rows["mimesvrg"], rows["losac"]))
+    part = every_panel(results, "fluct(mimesvrg) > 2 fluct(losac) in every non-IID panel", expected=5,
+                 reasons=_unrun(ours, ("mnist",), (2, 3)))
+    t_sweep = {t: rows["mimesvrg"] for (d, split, s, t), rows in panels.items() if s == 50 and "mimesvrg" in rows}
+    if len(t_sweep) < 3:
+        trend = ("not evaluated", f"undetermined: MimeSVRG's non-IID T sweep has {len(t_sweep)} of 3 runs")
+    else:
+        ts = sorted(t_sweep)
+        f = [float(t_sweep[t].fluct_late) for t in ts]
+        up = all(b > a for a, b in zip(f, f[1:]))
+        text = "fluct(mimesvrg) over T " + ", ".join(f"{t}: {v:.3g}" for t, v in zip(ts, f))
+        trend = every_panel([_item("T sweep", up, text, *t_sweep.values())], "fluct(mimesvrg) increases with T",
+                      expected=1)
+    return combine(part, trend)
+
+
+def _sweep_results(runs: dict, label: str) -> list:
+    """LoSAC's loss at R/2 along one sweep {value: row}: non-increasing, one inversion within 2 %
+    relative allowed (claims.csv note)."""
+    values = sorted(runs)
+    loss = [float(runs[v].loss_half) for v in values]
+    inversions = [(a, b) for a, b in zip(loss, loss[1:]) if b > a]
+    holds = not inversions or (len(inversions) == 1 and inversions[0][1] <= 1.02 * inversions[0][0])
+    text = f"loss at R/2 over {label} " + ", ".join(f"{v}: {x:.4g}" for v, x in zip(values, loss))
+    return [_item(label, holds, text, *runs.values())]
+
+
+@CHECKS.register("LSC-F2-5")
+def lsc_f2_5(ours):
+    results = []
+    sweeps = [("mnist", "iid", 5, 50), ("mnist", "noniid", 5, 50), ("har", "noniid", 5, 10),
+              ("esr", "noniid", 5, 10)]
+    for dataset, split, t0, s0 in sweeps:
+        losac = {k: rows["losac"] for k, rows in _panels(ours, datasets=(dataset,), splits=(split,)).items()
+                 if "losac" in rows}
+        by_s = {k[2]: r for k, r in losac.items() if k[3] == t0}
+        by_t = {k[3]: r for k, r in losac.items() if k[2] == s0}
+        for name, runs in (("S", by_s), ("T", by_t)):
+            if len(runs) >= 3:
+                results += _sweep_results(runs, f"{dataset} {split} {name}")
+    return every_panel(results, "LoSAC's training loss at R/2 is non-increasing in S (T fixed) and in T (S fixed)",
+                 expected=8, reasons=_unrun(ours, ("mnist", "har", "esr")))
+
+
+@CHECKS.register("LSC-F2-6")
+def lsc_f2_6(ours):
+    panels = _mnist_sweeps(ours)
+    non, iid = panels.get(("mnist", "noniid", 50, 5), {}), panels.get(("mnist", "iid", 50, 5), {})
+    algs = ("fedavg", "fedsaga", "scaffold", "mimesvrg", "losac")
+    parts = []
+    if all(a in non for a in algs):
+        order = sorted(algs, key=lambda a: _loss(non[a]))
+        parts.append(every_panel([_item("non-IID ranking", order[:2] == ["losac", "scaffold"],
+                                  "by final loss: " + ", ".join(f"{a} {_loss(non[a]):.4g}" for a in order),
+                                  *non.values())], "losac first, scaffold second by final training loss (non-IID)",
+                           expected=1))
+    else:
+        parts.append(("not evaluated", "undetermined: the non-IID default panel lacks some of the five algorithms"))
+    if {"mimesvrg", "scaffold"} <= set(iid):
+        gap = abs(_acc(iid["mimesvrg"]) - _acc(iid["scaffold"]))
+        parts.append(every_panel([_item("IID accuracy", gap <= 1, f"|acc(mimesvrg) - acc(scaffold)| = {gap:.2f}",
+                                  iid["mimesvrg"], iid["scaffold"])], "MimeSVRG within 1 point of SCAFFOLD (IID)",
+                           expected=1))
+    else:
+        parts.append(("not evaluated", "undetermined: the IID default panel lacks MimeSVRG or SCAFFOLD"))
+    return combine(*parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures 4-5: HAR and ESR
+
+
+@CHECKS.register("LSC-F4-1")
+def lsc_f4_1(ours):
+    panels = _panels(ours, datasets=("har",))
+    a, b = panels.get(("har", "noniid", 10, 2), {}).get("losac"), panels.get(("har", "noniid", 10, 8), {}).get("scaffold")
+    if a is None or b is None:
+        return "not evaluated", "undetermined: LoSAC T = 2 and SCAFFOLD T = 8 on HAR are not both run: " + \
+            (_unrun(ours, ("har",)) or "not in this frame")
+    holds = _loss(a) < _loss(b) and _acc(a) >= _acc(b)
+    return every_panel([_item("HAR S=10", holds, f"T=2 {_fmt(a)}; T=8 {_fmt(b)}", a, b)],
+                 "final loss(losac, T=2) < loss(scaffold, T=8) and acc(losac, T=2) >= acc(scaffold, T=8)", expected=1)
+
+
+@CHECKS.register("LSC-F4-2")
+def lsc_f4_2(ours):
+    results = []
+    for dataset in ("har", "esr"):
+        for key, rows in sorted(_panels(ours, datasets=(dataset,)).items()):
+            r = rows.get("losac")
+            if r is None:
+                continue
+            early, late = float(r.fluct_early), float(r.fluct_late)
+            if str(r.status) == "diverged":
+                results.append((panel_label(key), False, f"{_fmt(r)}: it never settles"))
+                continue
+            results.append(_item(panel_label(key), early > 2 * late, f"fluct first 10 % {early:.3g} vs last 50 % {late:.3g}", r))
+    return every_panel(results, "LoSAC: fluct over the first 10 % of rounds > 2 x fluct over the last 50 %",
+                 expected=10, reasons=_unrun(ours, ("har", "esr")))
+
+
+@CHECKS.register("LSC-F5-1")
+def lsc_f5_1(ours):
+    results = []
+    for key, rows in sorted(_panels(ours, datasets=("esr",)).items()):
+        if "losac" not in rows:
+            continue
+        a = rows["losac"]
+        for x in ("scaffold", "fedavg"):
+            if x in rows:
+                b = rows[x]
+                holds = _loss(a) < _loss(b) and _acc(a) >= _acc(b) + 2
+                results.append(_item(f"{panel_label(key)} vs {x}", holds, f"{_fmt(a)}; {_fmt(b)}", a, b))
+    return every_panel(results, "final loss(losac) < loss(X) and acc(losac) >= acc(X) + 2 points, X = scaffold, fedavg",
+                 expected=10, reasons=_unrun(ours, ("esr",)))
