@@ -30,7 +30,6 @@ class Grid:
     name: str = "grid"
     title: str = "An ad-hoc grid of cells (config overrides), its table printed"
     claims: tuple = ()
-    SCALE = {}
 
     @staticmethod
     def add_options(ap) -> None:

@@ -81,7 +81,6 @@ class Centralized:
     name = "centralized"
     title = "Centralized baselines: every dataset and model here, beside the papers' accuracies"
     claims = ()
-    SCALE = {}
 
     def cells(self, options, scale):
         return [cell(b, options.profile) for b in BASELINES]

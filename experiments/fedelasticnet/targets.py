@@ -20,7 +20,6 @@ class Table:
     """Tables 2-4: one run per (dataset, split, algorithm) row of the paper's table."""
     name: str
     spec: tables.TableSpec
-    SCALE = {}
 
     @property
     def title(self) -> str:
@@ -43,7 +42,6 @@ class Table5:
     name: str = "table5"
     title: str = "FedElasticNet Table 5: the lambda1, lambda2 and epsilon our runs used, beside the paper's"
     claims: tuple = ()
-    SCALE = {}
 
     def cells(self, options, scale):
         return tables.table5_cells(options)
@@ -63,7 +61,6 @@ class AccuracyFigure:
     """Figs. 1, 6-9: test accuracy against the round, a panel per (dataset, split)."""
     number: str
     title: str
-    SCALE = {}
 
     @property
     def name(self) -> str:
@@ -89,7 +86,6 @@ class UploadsFigure:
     claims: tuple = ("FEN-F2-1", "FEN-F2-2", "FEN-F2-3")
     trains_outside_store: str = ("the uploaded values are captured by rerunning the runs with a recording "
                                  "ledger (cached in <results-root>/captures)")
-    SCALE = {}
 
     def cells(self, options, scale):
         return []
@@ -102,7 +98,6 @@ class UploadsFigure:
 class SweepFigure:
     """Figs. 3-5: one algorithm with lambda1 in {1e-8, 1e-6, 1e-4, 1e-2}."""
     number: str
-    SCALE = {}
 
     @property
     def name(self) -> str:
@@ -131,7 +126,6 @@ class Costs:
     title: str = ("FedElasticNet costs: nonzeros and entropy against the round, per algorithm "
                   "(beyond the paper; reviewer 3)")
     claims: tuple = ("REV-R3-3",)
-    SCALE = {}
 
     @staticmethod
     def add_options(ap) -> None:

@@ -30,7 +30,7 @@ from fedrepro.data.loaders import unavailable
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell
 from fedrepro.reports.tables import markdown_grid
-from fedrepro.reports.target import Results
+from fedrepro.reports.target import stored
 
 # a name under the fedrepro loggers (reports.cli sets those up), not experiments.*
 log = logging.getLogger("fedrepro.experiments")
@@ -119,10 +119,10 @@ def cells(args) -> list[Cell]:
 
     first = [cell(s, split) for split in splits_of(args) for s in FIRST]
     alg3 = [c for c in first if c.keys["series_key"] == "fen_alg3"]
-    _, stored = Results(args, {}, []).measure(alg3, run=False)
+    _, done_runs = stored(alg3, args)
     second = []
     for i, c in enumerate(alg3):
-        done = stored.get(i, [])
+        done = done_runs.get(i, [])
         second.append(cell("fedavg_topk_ef", c.keys["split_key"], k=choose_k(done)[0]) if len(done) == args.seeds
                       else cell("fedavg_topk_ef", c.keys["split_key"], why=K_LATER))
     return first + second

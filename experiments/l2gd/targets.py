@@ -79,7 +79,6 @@ class CompareCompression:
     name: str = "compare-compression"
     title: str = "Compressors x algorithms at equal uplink bits on MNIST (beyond the papers)"
     claims: tuple = ()
-    SCALE = {}  # shrink it with --splits
 
     def add_options(self, ap) -> None:
         compare_compression.add_options(ap)

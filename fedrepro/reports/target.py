@@ -9,7 +9,7 @@ writes its tables and figures from them (`render`) and names the claims it judge
 --jobs, --launcher, --results-root, --data-root, --datasets, --splits, --done-only, plus what the
 target adds in `add_options(parser)`, an optional method). `scale` shrinks a target without
 touching module globals (tests, a quick look): a mapping of knobs the target documents in its
-`SCALE` (name -> what it means); a knob the target does not know is refused (`check_scale`).
+`SCALE` (name -> what it means; none without it); a knob it does not name is refused.
 
 `run(target, options, scale)` is the one driver: it asks `cells`, computes (or reuses, or with
 --done-only only reads) every run of every cell for seeds 0..n-1 in one sweep through the
@@ -65,7 +65,7 @@ def check_scale(target, scale: Mapping[str, Any]) -> dict:
     return dict(scale)
 
 
-def _run_key(cell: Cell, seed: int, options) -> tuple:
+def _run_key(cell: Cell, seed: int) -> tuple:
     """What identifies one run of a target: its cell's overrides (data_root aside) and seed."""
     return (*cell.overrides, f"seed={seed}")
 
@@ -93,23 +93,31 @@ class Results:
         o = self.options
         cells = [Cell(c.keys, [*c.overrides, *extra], c.not_run) for c in cells]
         if not run:
-            by_cell = grid.collect(_with_data_root(cells, o), profile=o.profile, seeds=o.seeds,
-                                   results_root=o.results_root, run=False)
-        else:
-            by_cell = {}
-            for i, cell in enumerate(cells):
-                if cell.not_run:
-                    continue
-                got = []
-                for seed in range(o.seeds):
-                    key = _run_key(cell, seed, o)
-                    if key not in self.outcomes:
-                        raise UndeclaredCellError(
-                            f"render asked for a run its target's cells() did not declare: "
-                            f"{' '.join(cell.overrides)} seed={seed}")
-                    got.append(self.outcomes[key])
-                by_cell[i] = got
+            return stored(cells, o, metric)
+        by_cell = {}
+        for i, cell in enumerate(cells):
+            if cell.not_run:
+                continue
+            got = []
+            for seed in range(o.seeds):
+                key = _run_key(cell, seed)
+                if key not in self.outcomes:
+                    raise UndeclaredCellError(
+                        f"render asked for a run its target's cells() did not declare: "
+                        f"{' '.join(cell.overrides)} seed={seed}")
+                got.append(self.outcomes[key])
+            by_cell[i] = got
         return grid.cell_frame(cells, by_cell, metric or (lambda r: math.nan), profile=o.profile)
+
+
+def stored(cells: list[Cell], options: argparse.Namespace,
+           metric: Optional[Callable] = None) -> tuple[pd.DataFrame, dict]:
+    """(ours frame, {index: [RunResult]}) of `cells` from the results store alone, as `options`
+    would run them (data root, overrides): nothing is computed. Another target's runs, or, in a
+    target's cells(), the runs whose outcomes choose its later runs."""
+    by_cell = grid.collect(_with_data_root(cells, options), profile=options.profile, seeds=options.seeds,
+                           results_root=options.results_root, run=False)
+    return grid.cell_frame(cells, by_cell, metric or (lambda r: math.nan), profile=options.profile)
 
 
 def _runnable(cells: list[Cell]) -> list[Cell]:
@@ -137,7 +145,7 @@ def run(target: Target, options: argparse.Namespace, scale: Optional[Mapping[str
         by_cell = grid.collect(_with_data_root(todo, options), profile=options.profile, seeds=options.seeds,
                                results_root=options.results_root, jobs=options.jobs,
                                launcher=getattr(options, "launcher", None))
-        outcomes.update({_run_key(cell, seed, options): outcome
+        outcomes.update({_run_key(cell, seed): outcome
                          for i, cell in enumerate(todo) for seed, outcome in enumerate(by_cell.get(i, []))})
         if grid.done_only():  # nothing new can finish while nothing trains
             break
