@@ -13,20 +13,22 @@ PROFILE ?= quick
 SEEDS ?= 1
 JOBS ?= 1
 # How a table target starts its runs: local (this process; joblib processes when JOBS > 1),
-# joblib, submitit_local, submitit_slurm (FEDREPRO_SLURM='partition=...,timeout_min=...'), ray.
+# joblib, submitit_local, submitit_slurm, ray. submitit_slurm's partition, time, memory and
+# requeues: LAUNCHER_CONFIG, a file of conf/hydra/launcher/ (the one Hydra sweeps use) or a YAML path.
 LAUNCHER ?= local
+LAUNCHER_CONFIG ?= slurm
 # DONE_ONLY=1: a table or figure target trains nothing and fills its cells from the finished
 # runs in the results store (the others "not run (not computed yet)").
 DONE_ONLY ?=
 # OVERRIDES="logger=wandb train.device=cuda": config overrides for every run of a table or figure
 # target, after the target's own (--override on the command line).
 OVERRIDES ?=
-export PROFILE SEEDS JOBS LAUNCHER DONE_ONLY OVERRIDES
+export PROFILE SEEDS JOBS LAUNCHER LAUNCHER_CONFIG DONE_ONLY OVERRIDES
 # glibc's malloc: keep the few-MB per-step temporaries of the batched executor in the heap
 # instead of mapping and unmapping them every step (docs/performance.md)
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456
 
-.PHONY: install quickstart test clean table2 table3 table4 table5 compare-compression centralized status \
+.PHONY: install quickstart test clean claims table2 table3 table4 table5 compare-compression centralized status \
 	archive restore targets bench help
 
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -69,6 +71,10 @@ archive: install
 ## restore: copy every archived run back into results/runs/
 restore: install
 	$(PY) -m fedrepro.archive restore
+
+## claims: every paper claim with its verdict on our numbers (docs/measured/claims.md)
+claims: install
+	$(PY) -m experiments.claims_index $(ARGS)
 
 ## targets: list every paper target (python -m experiments list)
 targets: install

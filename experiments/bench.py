@@ -37,9 +37,10 @@ Paper-setting rounds (experiments/bench_round.py): `--rounds` rounds (default 5)
 MNIST setting for FedDyn and FedAvg at 1 and 2 threads, each time a reference loop written like
 the papers' code (DataLoader over a TensorDataset, nn.Module, torch.optim.SGD with weight decay,
 clipping, FedDyn's penalty over the parameter list each step, two models evaluated on the full
-test and training sets a round) and then fedrepro (`profile=paper`, `executor=auto`) on the same
-data, split, clients and batches: rows `round_reference` and `round_fedrepro` of bench.csv
-(`seconds_per_round`, `speedup` = reference / fedrepro) and a table in bench.md.
+test and training sets a round) and fedrepro (`profile=paper`, `executor=auto`) on the same
+data, split, clients and batches, their rounds interleaved: rows `round_reference` and
+`round_fedrepro` of bench.csv (`seconds_per_round`, `speedup` = reference / fedrepro, the shares of
+a round's time) and a table in bench.md.
 `--only rounds` runs this part alone (`--only rounds,mnist_mlp_p10` with that workload).
 """
 from __future__ import annotations
@@ -48,6 +49,7 @@ import argparse
 import logging
 import os
 import platform
+import statistics
 import time
 import warnings
 from dataclasses import dataclass
@@ -134,6 +136,26 @@ def time_rounds(run_round, client_steps_per_round: int, seconds: float) -> float
     return rounds * client_steps_per_round / (time.perf_counter() - t0)
 
 
+def interleaved_rates(runners: dict, seconds: float, repeats: int = 5) -> dict[str, float]:
+    """client-steps/s of each runner (name -> (run_round, client-steps a round)), measured in turns:
+    `repeats` turns, each giving every runner about seconds / repeats, and the median turn per
+    runner. The machine's load varies (it is shared): taken in turns, the ratios between runners
+    see the same load, which one runner after the other would not."""
+    for run_round, _ in runners.values():
+        run_round(0)  # warm-up
+    turns: dict[str, list[float]] = {name: [] for name in runners}
+    counter = 0
+    for _ in range(repeats):
+        for name, (run_round, steps) in runners.items():
+            rounds, t0 = 0, time.perf_counter()
+            while time.perf_counter() - t0 < seconds / repeats or rounds < 1:
+                counter += 1
+                rounds += 1
+                run_round(counter)
+            turns[name].append(rounds * steps / (time.perf_counter() - t0))
+    return {name: statistics.median(v) for name, v in turns.items()}
+
+
 def executor_and_jobs(w: Workload, kind: str, channels_last: bool = True):
     """Our `kind` executor on the workload, and one round's jobs (FedAvg's plain local objective)."""
     model, w0, idx = w.build()
@@ -143,15 +165,24 @@ def executor_and_jobs(w: Workload, kind: str, channels_last: bool = True):
     return ex, [ClientJob(k, LocalObjective(anchor=w0), w.steps) for k in range(w.selected)]
 
 
-def executor_rate(w: Workload, kind: str, seconds: float, channels_last: bool = True) -> float:
+def executor_runner(w: Workload, kind: str, channels_last: bool = True):
+    """(run_round, client-steps a round) of our `kind` executor on the workload."""
     ex, jobs = executor_and_jobs(w, kind, channels_last)
-    return time_rounds(lambda r: ex.run(jobs, 0.01, r), w.selected * w.steps, seconds)
+    return (lambda r: ex.run(jobs, 0.01, r)), w.selected * w.steps
+
+
+def executor_rate(w: Workload, kind: str, seconds: float, channels_last: bool = True) -> float:
+    return time_rounds(*executor_runner(w, kind, channels_last), seconds)
 
 
 def products_rate(w: Workload, seconds: float) -> float:
-    """client-steps/s of the batched step's matrix products alone, at their shapes (forward,
-    weight gradients, input gradients past the first layer): the ceiling of any executor built
-    on these products, whatever it does between them."""
+    return time_rounds(*products_runner(w), seconds)
+
+
+def products_runner(w: Workload):
+    """The batched step's matrix products alone, at their shapes (forward, weight gradients, input
+    gradients past the first layer): the ceiling of any executor built on these products,
+    whatever it does between them. (run_round: one step of the round's clients, client-steps)"""
     from fedrepro.engine.batched import linear_stack
 
     model, _, _ = w.build()
@@ -169,7 +200,7 @@ def products_rate(w: Workload, seconds: float) -> float:
             torch.bmm(dzs[k].transpose(1, 2), hs[k])
             if k:
                 torch.bmm(dzs[k], ws[k])
-    return time_rounds(step, s, seconds)
+    return step, s
 
 
 def lstm_clients_batched_loss(model, stacked: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -197,19 +228,37 @@ def lstm_clients_batched_loss(model, stacked: dict, x: torch.Tensor, y: torch.Te
     return torch.nn.functional.cross_entropy(out.reshape(s * b, -1), y.reshape(-1)) * s
 
 
-def lstm_clients_batched_rate(w: Workload, seconds: float) -> float:
-    """client-steps/s of the gradient of `lstm_clients_batched_loss` for the round's clients (one
-    step each; no update, no clipping: a ceiling for such an executor)."""
+def lstm_clients_batched_runner(w: Workload):
+    """The gradient of `lstm_clients_batched_loss` for the round's clients (one step each; no update,
+    no clipping: a ceiling for such an executor)."""
     model, w0, _ = w.build()
     s, b = w.selected, w.batch
     stacked = {n: v.unsqueeze(0).repeat(s, *[1] * v.dim()).requires_grad_(True)
                for n, v in model.unflatten(w0).items()}
     x, y = w.x[: s * b].reshape(s, b, -1), w.y[: s * b].reshape(s, b)
-    return time_rounds(lambda _: torch.autograd.grad(lstm_clients_batched_loss(model, stacked, x, y),
-                                                     list(stacked.values())), s, seconds)
+    return (lambda _: torch.autograd.grad(lstm_clients_batched_loss(model, stacked, x, y),
+                                          list(stacked.values()))), s
+
+
+def without_onednn(runner):
+    """`runner` with oneDNN off while it runs (torch's own LSTM kernels)."""
+    run_round, steps = runner
+
+    def run(r):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # setting the flags notes that TF32 is for Intel GPUs
+            with torch.backends.mkldnn.flags(enabled=False):
+                run_round(r)
+    return run, steps
 
 
 def dataloader_rate(w: Workload, seconds: float) -> float:
+    return time_rounds(*dataloader_runner(w), seconds)
+
+
+def dataloader_runner(w: Workload):
+    """What users would otherwise run: nn.Module, torch.optim.SGD, clip_grad_norm_, one DataLoader
+    per client; (run_round, client-steps a round)."""
     from torch.utils.data import DataLoader, TensorDataset
 
     model, w0, idx = w.build()
@@ -233,7 +282,7 @@ def dataloader_rate(w: Workload, seconds: float) -> float:
                 opt.step()
 
     module.train()
-    return time_rounds(run_round, w.selected * w.steps, seconds)
+    return run_round, w.selected * w.steps
 
 
 def _sharded_rank(fabric, w: Workload, kind: str, seconds: float) -> float:
@@ -357,20 +406,23 @@ def main(argv=None) -> int:
         batched = w.model["name"] in BATCHED_MODELS
         conv = w.build()[0].channels_last  # a model with convolutions
         fast = "batched" if batched else "sequential"
-        # the CNN's sequential reference runs in the plain NCHW layout, its fast path channels-last
-        rates = {"dataloader": dataloader_rate(w, seconds),
-                 "sequential": executor_rate(w, "sequential", seconds, channels_last=not conv)}
-        rates["fast"] = executor_rate(w, fast, seconds) if batched or conv else rates["sequential"]
+        # the CNN's sequential reference runs in the plain NCHW layout, its fast path channels-last;
+        # all in turns (interleaved_rates), the 2-process row on its own
+        runners = {"dataloader": dataloader_runner(w),
+                   "sequential": executor_runner(w, "sequential", channels_last=not conv)}
+        if batched or conv:
+            runners["fast"] = executor_runner(w, fast)
+        if batched:
+            runners["products_only"] = products_runner(w)
+        if w.model["name"] == "lstm":  # why the LSTM stays on the sequential executor's oneDNN LSTM
+            runners["aten_lstm"] = without_onednn(executor_runner(w, "sequential"))
+            runners["clients_batched"] = lstm_clients_batched_runner(w)
+        measured = interleaved_rates(runners, seconds)
+        rates = {"dataloader": measured["dataloader"], "sequential": measured["sequential"]}
+        rates["fast"] = measured.get("fast", rates["sequential"])
         if args.profile != "smoke":
             rates["sharded2"] = sharded_rate(w, fast, seconds)
-        if batched:
-            rates["products_only"] = products_rate(w, seconds)
-        if w.model["name"] == "lstm":  # why the LSTM stays on the sequential executor's oneDNN LSTM
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # setting the flags notes that TF32 is for Intel GPUs
-                with torch.backends.mkldnn.flags(enabled=False):
-                    rates["aten_lstm"] = executor_rate(w, "sequential", seconds)
-            rates["clients_batched"] = lstm_clients_batched_rate(w, seconds)
+        rates.update({k: v for k, v in measured.items() if k not in rates})
         names = {"fast": fast + (" (channels-last)" if conv else ""), "sharded2": fast,
                  "products_only": "bmm alone", "aten_lstm": "sequential, LSTM without oneDNN",
                  "clients_batched": "LSTM written out, clients as bmm"}
@@ -399,6 +451,10 @@ def main(argv=None) -> int:
         log.info(f"evaluation {w.name}: " + ", ".join(f"batch {b} {r:.0f}" for b, r in rates.items())
                  + f" samples/s; evaluates at batch {used} ({rates.get(used, float('nan')) / rates[best]:.0%} of "
                  f"the best, batch {best})")
+    stacked = [stacked_eval_row(w, seconds) for w in chosen if stackable(w)]
+    for r in stacked:
+        log.info(f"evaluation {r['workload']}: {r['models']} models one at a time {r['one_at_a_time']:.0f}, "
+                 f"together (evaluate_many) {r['stacked']:.0f} samples/s a model: {r['speedup']:.2f}x")
     round_rows = []
     if only is None or "rounds" in only:
         from experiments.bench_round import round_rows as paper_round_rows
@@ -421,12 +477,17 @@ def main(argv=None) -> int:
     columns = list(frame.columns) if not frame.empty else []
     csv[columns + [c for c in csv.columns if c not in columns]].to_csv(out / "bench.csv", index=False)
     pd.DataFrame(eval_rows).assign(threads=threads, date=date).to_csv(out / "bench_eval.csv", index=False)
+    if stacked:
+        pd.DataFrame(stacked).assign(threads=threads, date=date).to_csv(out / "bench_eval_stacked.csv", index=False)
     md = (markdown(frame, peak, threads) if rows else f"### make bench ({date}, {platform.machine()})\n")
     md += eval_markdown(eval_rows)
+    md += "".join(f"\n- evaluation of {r['models']} {r['workload']} models on {r['samples']} samples: together "
+                  f"(`evaluate_many`, the same numbers) **{r['speedup']:.2f}x** one at a time\n" for r in stacked)
     if round_rows:
         from experiments.bench_round import rounds_markdown
 
         md += rounds_markdown(round_rows, rounds)
+    md += goals_markdown(frame, round_rows, stacked)
     if args.profile == "paper":
         # the generated MNIST-shaped data (regenerated when --only chose no MNIST workload)
         mnist = next((w for w in chosen if w.name == "mnist_mlp_p10"), None) or workloads(None)[0]
@@ -443,6 +504,67 @@ def main(argv=None) -> int:
     print(md)
     print(f"[bench] csv: {out / 'bench.csv'}")
     return 0
+
+
+def stackable(w: Workload) -> bool:
+    """A workload whose model evaluate_many scores together (linear stacks with a wide first layer)."""
+    return w.model["name"] == "mlp" and not w.name.endswith("_p100") and bool(w.model.get("hidden"))
+
+
+def stacked_eval_row(w: Workload, seconds: float, models: int = 3, repeats: int = 5) -> dict:
+    """samples/s a model of evaluating `models` models (a round's server, all-clients and
+    selected-clients models) one at a time and together, in turns, on up to 10 000 samples."""
+    from fedrepro.engine.evaluate import evaluate, evaluate_many
+
+    model, w0, _ = w.build()
+    g = torch.Generator().manual_seed(0)
+    ws = [w0 + 0.01 * torch.randn(w0.shape, generator=g) for _ in range(models)]
+    x, y = w.x[:10_000], w.y[:10_000]
+    runners = {"one_at_a_time": lambda: [evaluate(model, v, x, y) for v in ws],
+               "stacked": lambda: evaluate_many(model, ws, x, y)}
+    assert runners["one_at_a_time"]() == runners["stacked"]()  # the same numbers, bit for bit
+    turns = {k: [] for k in runners}
+    for _ in range(repeats):
+        for name, run in runners.items():
+            n, t0 = 0, time.perf_counter()
+            while time.perf_counter() - t0 < seconds / repeats or n < 1:
+                run()
+                n += 1
+            turns[name].append(n * len(y) * models / (time.perf_counter() - t0))
+    rate = {k: statistics.median(v) for k, v in turns.items()}
+    return {"workload": w.name, "models": models, "samples": len(y), **rate,
+            "speedup": rate["stacked"] / rate["one_at_a_time"]}
+
+
+def goals_markdown(frame: pd.DataFrame, round_rows: list[dict], stacked: list[dict]) -> str:
+    """Issue 30's goals as this run measured them: each ratio, its goal, and whether it holds."""
+    lines = []
+
+    def rate(workload, method):
+        hit = frame[(frame.workload == workload) & (frame.method == method)] if not frame.empty else frame
+        return float(hit.client_steps_per_s.iloc[0]) if len(hit) else None
+
+    for r in round_rows:
+        if r["method"] == "round_fedrepro":
+            lines.append([f"paper round, {r['workload'].split('_')[1]}, {r['threads']} thread(s): "
+                          "reference s / fedrepro s", f"{r['speedup']:.2f}x", ">= 3x",
+                          "holds" if r["speedup"] >= 3 else "not met"])
+    for workload in ("mnist_mlp_p10", "mnist_mlp_p100"):
+        fast, ceiling = rate(workload, "fast"), rate(workload, "products_only")
+        if fast and ceiling:
+            lines.append([f"{workload}: batched step / its products alone", f"{fast / ceiling:.0%}", ">= 85%",
+                          "holds" if fast >= 0.85 * ceiling else "not met"])
+    for r in stacked:
+        lines.append([f"{r['workload']}: {r['models']} models evaluated together / one at a time",
+                      f"{r['speedup']:.2f}x", "same numbers", "bit for bit (checked)"])
+    fast, loader = rate("cifar_cnn_p10", "fast"), rate("cifar_cnn_p10", "dataloader")
+    if fast and loader:
+        lines.append(["cifar_cnn_p10: fastest path / plain PyTorch loop", f"{fast / loader:.2f}x", ">= 1.5x",
+                      "holds" if fast >= 1.5 * loader else "not met"])
+    if not lines:
+        return ""
+    return "\nIssue 30's goals in this run:\n\n" + markdown_grid(["ratio", "measured", "goal", ""], lines,
+                                                                 right_align={1}) + "\n"
 
 
 def markdown(frame: pd.DataFrame, peak: float, threads: int) -> str:

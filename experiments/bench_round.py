@@ -8,9 +8,12 @@ generated MNIST-shaped data, 60 000 x 784 training and 10 000 test samples, said
 `data`), the MLP 784-200-200-10, 100 clients of a balanced Dirichlet 0.3 split, Bernoulli
 participation at 10 %, batch 50, lr 0.1 x 0.998^t, weight decay 1e-3, clipping at norm 10;
 FedDyn alpha 0.01 with 50 local epochs, FedAvg 10; every round evaluated on the full test
-(10 000) and training (60 000) sets. For each (threads, algorithm), one after the other in one
-process: the reference loop, then fedrepro, each for `rounds` rounds from the same initial
-model; seconds a round = wall time of the rounds / rounds.
+(10 000) and training (60 000) sets. For each (threads, algorithm), in one process, `rounds`
+rounds a side from the same initial model, interleaved (reference round t, fedrepro round t,
+reference round t + 1, ...) so that the machine's load, which varies, meets both sides alike;
+seconds a round = wall time of a side's rounds / rounds, speed-up = their ratio. Each row also
+says where its side's round went (`train_share`, `eval_share`, fedrepro's `aggregate_share`,
+`other_share`: sampling, the ledger, uploads, the server step of the reference).
 
 The reference loop (`ReferenceLoop`), as the FedDyn authors' public PyTorch code trains
 (github.com/alpemreacar/FedDyn, utils_methods.py / utils_general.py), one client after another:
@@ -242,6 +245,9 @@ class ReferenceLoop:
             p.requires_grad = False
         return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone(), steps
 
+    def evaluate(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+        return evaluate_module(model, x, y)
+
     def run_round(self, t: int) -> dict:
         """Round t (0-based): local training, the server step, the evaluation; the round's row."""
         s = self.s
@@ -270,8 +276,8 @@ class ReferenceLoop:
                "eval_samples": len(models) * (len(self.y_test) + len(self.y_train))}
         for label, w in models.items():
             model = self.module_with(w)
-            row[f"{label}_test_loss"], row[f"{label}_test_acc"] = evaluate_module(model, self.x_test, self.y_test)
-            row[f"{label}_train_loss"], _ = evaluate_module(model, self.x_train, self.y_train)
+            row[f"{label}_test_loss"], row[f"{label}_test_acc"] = self.evaluate(model, self.x_test, self.y_test)
+            row[f"{label}_train_loss"], _ = self.evaluate(model, self.x_train, self.y_train)
         return row
 
 
@@ -332,33 +338,60 @@ def mnist_data(data_root: Optional[str]):
 
 # -- the bench rows --------------------------------------------------------------------------------
 
-def _timed(run_round, rounds: int) -> tuple[float, list[dict]]:
-    rows, t0 = [], time.perf_counter()
-    for t in range(rounds):
-        rows.append(run_round(t))
-    return (time.perf_counter() - t0) / rounds, rows
+class PartTimer:
+    """Seconds spent in some methods of some objects (wrapped on the instances), by part name."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    def wrap(self, obj, method: str, part: str) -> None:
+        inner = getattr(obj, method)
+
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.seconds[part] = self.seconds.get(part, 0.0) + time.perf_counter() - t0
+
+        setattr(obj, method, timed)
+
+    def shares(self, total: float, parts) -> dict[str, float]:
+        """Each part's share of `total` seconds, and `other_share` for the rest."""
+        out = {f"{p}_share": self.seconds.get(p, 0.0) / total for p in parts}
+        out["other_share"] = 1.0 - sum(out.values())
+        return out
 
 
 def measure_pair(algorithm: str, threads: int, data, source: str, setting: RoundSetting, rounds: int,
                  parts=None, eval_models: int = 2) -> list[dict]:
-    """The reference loop, then fedrepro, `rounds` rounds each at `threads` threads: two rows."""
+    """The reference loop and fedrepro at `threads` threads, their rounds interleaved (round t of the
+    reference, then round t of fedrepro, ...), so that a change of the machine's load meets both
+    sides alike; two rows, with where each side's time went (`*_share`)."""
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
+    ref_timer, fed_timer = PartTimer(), PartTimer()
     try:
         cfg, parts, fed = fedrepro_federation(algorithm, setting, data, rounds, parts)
         w0 = fed.algorithm.server_model().clone()
         ref = ReferenceLoop(algorithm, setting, data.x_train, data.y_train, data.x_test, data.y_test, parts, w0,
                             num_classes=data.num_classes, eval_models=eval_models)
-        ref_s, ref_rows = _timed(ref.run_round, rounds)
         _compile_fused_step()
-        fed_steps = []
-
-        def fed_round(t):
-            row = fed.loop.run_round(t)
+        ref_timer.wrap(ref, "train_client", "train")
+        ref_timer.wrap(ref, "evaluate", "eval")
+        fed_timer.wrap(fed.loop.executor, "run", "train")
+        fed_timer.wrap(fed.loop, "evaluate", "eval")
+        fed_timer.wrap(fed.algorithm, "aggregate", "aggregate")
+        ref_s = fed_s = 0.0
+        ref_rows, fed_rows, fed_steps = [], [], []
+        for t in range(rounds):
+            t0 = time.perf_counter()
+            ref_rows.append(ref.run_round(t))
+            t1 = time.perf_counter()
+            fed_rows.append(fed.loop.run_round(t))
+            t2 = time.perf_counter()
+            ref_s, fed_s = ref_s + t1 - t0, fed_s + t2 - t1
             fed_steps.append(sum(getattr(fed.loop, "round_steps", {}).values()))
-            return row
-
-        fed_s, fed_rows = _timed(fed_round, rounds)
     finally:
         torch.set_num_threads(previous)
     executor = type(getattr(fed.loop.executor, "inner", fed.loop.executor)).__name__
@@ -367,16 +400,19 @@ def measure_pair(algorithm: str, threads: int, data, source: str, setting: Round
               "clients_per_round": sum(r["clients"] for r in ref_rows) / rounds,
               "local_steps_per_round": sum(r["steps"] for r in ref_rows) / rounds}
     ref_row = {**common, "method": "round_reference", "executor": "DataLoader + nn.Module + SGD (papers' code)",
-               "seconds_per_round": ref_s, "client_steps_per_s": common["local_steps_per_round"] / ref_s,
+               "seconds_per_round": ref_s / rounds,
+               "client_steps_per_s": common["local_steps_per_round"] * rounds / ref_s,
                "eval_models": eval_models, "eval_samples_per_round": ref_rows[-1]["eval_samples"],
-               "speedup": 1.0, "server_test_acc": ref_rows[-1]["server_test_acc"]}
+               "speedup": 1.0, "server_test_acc": ref_rows[-1]["server_test_acc"],
+               **ref_timer.shares(ref_s, ("train", "eval"))}
     fed_eval = fedrepro_eval_samples(fed_rows[-1], fed.loop.eval_data)
     fed_row = {**common, "method": "round_fedrepro",
                "executor": f"fedrepro {executor} (profile=paper, executor=auto)",
-               "seconds_per_round": fed_s, "client_steps_per_s": (sum(fed_steps) / rounds) / fed_s,
+               "seconds_per_round": fed_s / rounds, "client_steps_per_s": sum(fed_steps) / fed_s,
                "eval_models": fed_eval // (len(fed.loop.eval_data.y_test) + len(fed.loop.eval_data.y_train)),
                "eval_samples_per_round": fed_eval, "speedup": ref_s / fed_s,
-               "server_test_acc": fed_rows[-1]["server_test_acc"]}
+               "server_test_acc": fed_rows[-1]["server_test_acc"],
+               **fed_timer.shares(fed_s, ("train", "eval", "aggregate"))}
     if fed_steps and sum(fed_steps) / rounds != common["local_steps_per_round"]:
         log.warning(f"{algorithm}: local steps differ (reference {common['local_steps_per_round']:.0f}, "
                     f"fedrepro {sum(fed_steps) / rounds:.0f} a round)")
@@ -385,7 +421,7 @@ def measure_pair(algorithm: str, threads: int, data, source: str, setting: Round
 
 def round_rows(data_root: Optional[str], rounds: int, algorithms=ALGORITHMS, threads=(1, 2),
                setting: RoundSetting = PAPER, eval_models: int = 2, data=None) -> list[dict]:
-    """Every (threads, algorithm) pair's two rows, measured one after the other in this process."""
+    """Every (threads, algorithm) pair's two rows (`measure_pair`), one pair after the other in this process."""
     if data is None:
         data, source = mnist_data(data_root)
     else:
@@ -408,12 +444,14 @@ def round_rows(data_root: Optional[str], rounds: int, algorithms=ALGORITHMS, thr
 
 
 def rounds_markdown(rows: list[dict], rounds: int) -> str:
-    """One line per (algorithm, threads): both sides' seconds a round and the ratio."""
+    """One line per (algorithm, threads): both sides' seconds a round, the ratio, and where each
+    side's round went (local training / evaluation / aggregation / the rest)."""
     from fedrepro.reports.tables import markdown_grid
 
     if not rows:
         return ""
     by = {(r["workload"], r["threads"], r["method"]): r for r in rows}
+    pct = lambda r, part: f"{r.get(part + '_share', float('nan')):.0%}"  # noqa: E731
     lines = []
     for (workload, threads, method), ref in by.items():
         if method != "round_reference":
@@ -423,12 +461,14 @@ def rounds_markdown(rows: list[dict], rounds: int) -> str:
                       f"{ref['clients_per_round']:.1f}", f"{ref['local_steps_per_round']:.0f}",
                       f"{ref['seconds_per_round']:.2f}", f"{ours['seconds_per_round']:.2f}",
                       f"**{ours['speedup']:.2f}x**",
-                      f"{ref['eval_samples_per_round']} / {ours['eval_samples_per_round']}"])
+                      f"{ref['eval_samples_per_round']} / {ours['eval_samples_per_round']}",
+                      " / ".join(pct(ref, p) for p in ("train", "eval", "other")),
+                      " / ".join(pct(ours, p) for p in ("train", "eval", "aggregate", "other"))])
     headers = ["paper-setting round", "threads", "clients", "client-steps", "reference s/round",
-               "fedrepro s/round", "speed-up", "evaluated samples (ref / fedrepro)"]
+               "fedrepro s/round", "speed-up", "evaluated samples (ref / fedrepro)",
+               "reference: train / eval / other", "fedrepro: train / eval / aggregate / other"]
     first = rows[0]
-    return (f"\n{rounds} round{'s' if rounds > 1 else ''} of FedDyn's MNIST setting a side ({first['data']}; "
-            f"reference: DataLoader + nn.Module + SGD as the papers' code, {first['eval_models']} models "
-            f"evaluated a round; fedrepro: profile=paper, executor=auto):\n\n"
+    return (f"\n{rounds} round{'s' if rounds > 1 else ''} of FedDyn's MNIST setting a side, interleaved "
+            f"({first['data']}; reference: DataLoader + nn.Module + SGD as the papers' code, "
+            f"{first['eval_models']} models evaluated a round; fedrepro: profile=paper, executor=auto):\n\n"
             + markdown_grid(headers, lines, right_align={1, 2, 3, 4, 5, 6}) + "\n")
-

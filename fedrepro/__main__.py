@@ -10,12 +10,19 @@ The run logs through the `fedrepro` logger: Hydra's job logging shows it on the 
 keeps it in the run's job log (`<hydra.run.dir>/__main__.log`; a multirun's in each job's
 folder); `hydra.verbose=fedrepro` adds its DEBUG lines. An error that stops a single run is
 one line on stderr (exit 2); in a multirun it is logged in that job's log and the sweep goes on.
+
+The task returns the run's final headline metric (server test accuracy; test loss for regression;
+fedrepro/sweep.py), NaN for a run that did not finish, so an optimizing sweeper (Optuna) can
+use it: a failed job is a failed trial, not the end of the sweep. A multirun ends with runs.csv,
+curves.csv and sweep.png in its sweep folder (fedrepro/sweep.py, registered in conf/config.yaml).
 """
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
@@ -59,12 +66,22 @@ def _launch_context() -> tuple[bool, int]:
     return multirun, 0
 
 
+def _sweep_name() -> str:
+    """The multirun's sweep folder name: W&B's group for its runs unless logger.group is set."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().sweep.dir).name
+
+
 @hydra.main(version_base=None, config_path="../conf", config_name="config")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> float:
     from fedrepro import runner
+    from fedrepro.sweep import headline_value
 
     runner.stop_with_parent()  # a joblib worker of a multirun ends with its driver
     multirun, threads = _launch_context()
+    if multirun and cfg.logger.group is None:
+        cfg.logger.group = _sweep_name()  # not in the run key: where a run is logged changes no result
     if threads:
         import torch
 
@@ -75,7 +92,7 @@ def main(cfg: DictConfig) -> None:
             if result.kind == "failed" and result.folder is not None else ""
         if multirun:
             log.error(f"{result.detail or result.message}{where}")  # in this job's log; the sweep goes on
-            return  # re-running the sweep recomputes this run
+            return math.nan  # a failed trial for Optuna; re-running the sweep recomputes this run
         # one line on stderr, where a failing command says why (Hydra's console log is stdout)
         print(f"fedrepro: error: {result.detail or result.message}{where}", file=sys.stderr)
         sys.exit(2)
@@ -97,6 +114,7 @@ def main(cfg: DictConfig) -> None:
         log.info(f"{name:13s} {result.folder / name}")
     if s["status"] != "finished":
         log.warning(s["error"])
+    return headline_value(s, cfg.model.name)
 
 
 if __name__ == "__main__":

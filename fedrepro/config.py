@@ -158,9 +158,14 @@ class ProfileConfig:
 
 @dataclass
 class LoggerConfig:
+    """Where a run is reported; never in the run key (`_NOT_IN_KEY`): W&B's fields change no result."""
+
     name: str = "csv"  # csv | wandb (CSV is always written)
     wandb_project: str = "fedrepro"
     wandb_mode: str = "offline"  # offline | online | disabled
+    # W&B's group: a target's name; null: the sweep folder's name in a multirun, else no group
+    group: Optional[str] = None
+    paper: Optional[str] = None  # the paper a target reproduces: a W&B tag (beside profile, dataset, split)
     progress: bool = True
 
 
@@ -228,6 +233,10 @@ class Config:
     seed: int = 0
     data_root: str = "data"
     results_root: str = "results"
+    # A paper setting's values per algorithm ({"fen_alg1": {"lambda2": 1.0e-6}}), set by its
+    # conf/experiment/ file; each algorithm YAML reads its own (${oc.select:per_algorithm.<name>.<key>,
+    # default}). Not in the run key: what it sets is.
+    per_algorithm: dict[str, Any] = field(default_factory=dict)
 
 
 # The schemas of every group but `algorithm`, whose schemas are the registered algorithms' configs
@@ -410,9 +419,44 @@ def _validate_algorithm(cfg: DictConfig) -> None:
     found.cls.check_config(OmegaConf.to_container(cfg.algorithm, resolve=True))
 
 
+def apply_aliases(cfg: DictConfig) -> None:
+    """Give each algorithm field the value set under its alias (`algorithm.mu=0.01` on FedProx sets
+    `lambda2`; base.alias). Only a field nothing set yet takes it: one still holding its YAML's
+    interpolation (`${oc.select:per_algorithm...}`): so an alias and its field both set can be told
+    from an alias set over a default, and refused (by validate and run_key) when they disagree.
+    compose_config and validate call this: `cfg.algorithm.lambda2` is the value the run uses."""
+    node = cfg.algorithm
+    for alias, field_name in registry.entry(node.name).aliases().items():
+        if node[alias] is not None and OmegaConf.is_interpolation(node, field_name):
+            node[field_name] = node[alias]
+
+
+def _check_aliases(cfg: DictConfig) -> None:
+    """A value given under an alias is checked under that name (the one typed), and must agree with
+    its field's."""
+    node = cfg.algorithm
+    for alias, field_name in registry.entry(node.name).aliases().items():
+        value = node[alias]
+        if value is None:
+            continue
+        key, spec = f"algorithm.{alias}", registry.entry(node.name).ranges[alias]
+        finite = math.isfinite(value)
+        if not (finite and _admits(spec, value)):
+            raise ConfigError(f"{key}={value} is invalid: it must be {_allowed(key, finite=not finite, cfg=cfg)}")
+        if node[field_name] != value:
+            raise ConfigError(_disagree(node.name, alias, value, field_name, node[field_name]))
+
+
+def _disagree(name: str, alias: str, value: Any, field_name: str, field_value: Any) -> str:
+    return (f"algorithm.{alias}={value} and algorithm.{field_name}={field_value} disagree: {alias} is "
+            f"{name}'s other name of {field_name}; set only algorithm.{field_name}")
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError for the first invalid value, naming the valid ones: non-finite numbers
     anywhere, then choices, then the checks with a specific hint, then RANGES for the rest."""
+    apply_aliases(cfg)
+    _check_aliases(cfg)
     _check_finite(cfg)
     for key, allowed in CHOICES.items():
         value = _get(cfg, key)
@@ -442,6 +486,10 @@ def validate(cfg: DictConfig) -> None:
     if cfg.train.executor == "batched" and cfg.model.name not in BATCHED_MODELS:
         raise ConfigError(f"train.executor=batched trains {', '.join(BATCHED_MODELS)} models, not "
                           f"model={cfg.model.name}: use train.executor=auto (it picks sequential here)")
+    # valid: both names now hold the value, so a stored config.yaml answers under either (Table 5 reads
+    # FedProx's `mu`; runs stored before lambda2 existed have only that)
+    for alias, field_name in registry.entry(cfg.algorithm.name).aliases().items():
+        cfg.algorithm[alias] = cfg.algorithm[field_name]
 
 
 def _everyone_takes_part(cfg: DictConfig) -> bool:
@@ -513,10 +561,30 @@ _NOT_IN_UNFEDERATED = ("split", "participation", "compressor")
 _TRAIN_NOT_IN_UNFEDERATED = ("num_clients", "rounds", "local_epochs", "local_steps", "lr_decay", "eval_every")
 
 
+def _hashed_under_alias(cfg: DictConfig, algorithm: dict) -> None:
+    """An aliased field is hashed under its alias (FedProx's lambda2 as `mu`, FedDyn's as `alpha`):
+    the name those runs were stored under before the field had its FedElasticNet name, so their run
+    keys stay. Archived configs from before hold only the alias."""
+    found = registry.entries().get(algorithm.get("name"))
+    for alias, field_name in (found.aliases() if found else {}).items():
+        given = algorithm.pop(alias, None)
+        if field_name not in algorithm:  # stored before the field was named so
+            algorithm[alias] = given
+            continue
+        if given is not None and OmegaConf.is_interpolation(cfg.algorithm, field_name):
+            algorithm[field_name] = given  # not applied yet (apply_aliases): the alias sets the field
+        value = algorithm.pop(field_name)
+        if given is not None and given != value:
+            raise ConfigError(_disagree(algorithm["name"], alias, given, field_name, value))
+        algorithm[alias] = value
+
+
 def identity(cfg: DictConfig) -> dict:
     data = OmegaConf.to_container(cfg, resolve=True)
     for key in _NOT_IN_KEY:
         data.pop(key, None)
+    data.pop("per_algorithm", None)  # what it sets is in `algorithm` and `train`
+    _hashed_under_alias(cfg, data["algorithm"])
     for when in ("checkpoint_every", "checkpoint_minutes"):  # when to save, not what is computed
         data["train"].pop(when, None)
     # how the clients are computed, not what: sharding gives the same numbers (tested); the
@@ -574,4 +642,6 @@ def compose_config(overrides: list[str] = ()) -> DictConfig:
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        return compose(config_name="config", overrides=list(overrides))
+        cfg = compose(config_name="config", overrides=list(overrides))
+    apply_aliases(cfg)
+    return cfg

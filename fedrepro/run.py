@@ -2,6 +2,7 @@
 files, checkpoints and summary; fedrepro/runner.py decides to run it and draws its figure)."""
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -136,21 +137,94 @@ def evaluation_sets(cfg: DictConfig, data) -> EvalData:
 
 
 def run_loggers(cfg: DictConfig, folder: Path, key: str) -> list:
-    """The run's loggers: CSV always, plus W&B with logger=wandb."""
+    """The run's loggers: CSV always, plus W&B with logger=wandb (`RunWandbLogger`)."""
     from lightning.fabric.loggers import CSVLogger
 
     loggers = [CSVLogger(root_dir=str(folder), name="", version="")]
     if cfg.logger.name == "wandb":
-        # Offline unless the user asks otherwise: a run must never wait on the network.
-        # The API key and entity are read by wandb from the environment only.
-        os.environ.setdefault("WANDB_MODE", cfg.logger.wandb_mode)
-        os.environ.setdefault("WANDB_SILENT", "true")
-        from lightning.pytorch.loggers import WandbLogger
-
-        loggers.append(WandbLogger(project=cfg.logger.wandb_project, name=key, id=key,
-                                   save_dir=str(folder), mode=cfg.logger.wandb_mode,
-                                   config=OmegaConf.to_container(cfg, resolve=True)))
+        loggers.append(wandb_logger(cfg, folder, key))
     return loggers
+
+
+def wandb_fields(cfg: DictConfig, key: str) -> dict:
+    """How the run shows in W&B: id = run key (a rerun or resume continues the same W&B run), a
+    readable name algorithm-dataset-split-seed, the group (logger.group: a target or a sweep)
+    and tags (the paper where a target names it, profile, dataset, split)."""
+    tags = [cfg.logger.paper, cfg.profile.name, cfg.dataset.name, cfg.split.kind]
+    return {"id": key, "name": f"{cfg.algorithm.name}-{cfg.dataset.name}-{cfg.split.kind}-{cfg.seed}",
+            "group": cfg.logger.group, "tags": list(dict.fromkeys(str(t) for t in tags if t))}
+
+
+def wandb_logger(cfg: DictConfig, folder: Path, key: str):
+    """Lightning's WandbLogger for the run in `folder`, offline unless logger.wandb_mode says otherwise."""
+    # Offline unless the user asks otherwise: a run must never wait on the network.
+    # The API key and entity are read by wandb from the environment only.
+    os.environ.setdefault("WANDB_MODE", cfg.logger.wandb_mode)
+    os.environ.setdefault("WANDB_SILENT", "true")
+    import wandb
+
+    if wandb.run is not None:
+        # left open by a run of this process that raised (an earlier job of a multirun): Lightning
+        # would log into it instead of starting this run's own
+        wandb.run.finish(exit_code=1)
+    # W&B already holds the rounds before a checkpoint if an earlier attempt logged to W&B here
+    sent_before = any((folder / "wandb").glob(f"*run-*-{key}"))
+    return wandb_logger_class()(folder, sent_before, project=cfg.logger.wandb_project, save_dir=str(folder),
+                                mode=cfg.logger.wandb_mode, resume="allow", **wandb_fields(cfg, key),
+                                config=OmegaConf.to_container(cfg, resolve=True))
+
+
+@functools.cache
+def wandb_logger_class() -> type:
+    """`RunWandbLogger`, defined on first use: lightning.pytorch is slow to import."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    class RunWandbLogger(WandbLogger):
+        """Lightning's WandbLogger that ends its W&B run with the run's summary and files.
+
+        `finalize` (called once summary.json is written) puts the final metrics in the W&B run's
+        summary, logs metrics.csv, config.yaml and summary.json as an artifact and finishes the
+        W&B run (Lightning leaves it open until the process exits, so the next run of a
+        multirun would log into it)."""
+
+        def __init__(self, folder: Path, sent_before: bool, **kwargs):
+            super().__init__(**kwargs)
+            self._wandb_init.pop("anonymous", None)  # deprecated in wandb: it only warns
+            self.folder = folder
+            self.sent_before = sent_before  # a resumed run sends only the rounds after its checkpoint
+
+        def finalize(self, status: str) -> None:
+            super().finalize(status)
+            if self._experiment is None:
+                return
+            summary = store.read_summary(self.folder) or {}
+            self._experiment.summary.update({**summary.get("final", {}), "status": summary.get("status"),
+                                             "rounds_completed": summary.get("rounds_completed")})
+            self._experiment.log_artifact(run_artifact(self.folder, self._id))
+            self._experiment.finish(exit_code=0 if status == "finished" else 1)
+
+    return RunWandbLogger
+
+
+def run_artifact(folder: Path, key: str):
+    """The run's record as a W&B artifact: metrics.csv, config.yaml and summary.json."""
+    import wandb
+
+    artifact = wandb.Artifact(f"run-{key}", type="fedrepro-run")
+    for name in ("metrics.csv", "config.yaml", "summary.json"):
+        if (folder / name).exists():
+            artifact.add_file(str(folder / name), name=name)
+    return artifact
+
+
+def replay_history(loggers: list, history: list[dict]) -> None:
+    """A resumed run's rounds up to its checkpoint: metrics.csv is rewritten with them; W&B got
+    them from the attempt that wrote the checkpoint, so its resumed run continues after them."""
+    for lg in loggers:
+        if getattr(lg, "sent_before", False):
+            continue
+        for row in history:
+            lg.log_metrics(row, step=row["round"])
 
 
 @dataclass
@@ -288,8 +362,7 @@ def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Opt
         loop.load_state_dict(checkpoint["loop"])
         history, start_round = checkpoint["history"], checkpoint["round"]
         elapsed_before = checkpoint["train_seconds"]
-        for row in history:
-            log(row)
+        replay_history(loggers, history)
         _say(quiet)(f"resuming {folder} from round {start_round}")
     else:
         row = {"round": 0, "clients": 0, "lr": t.lr, "local_loss": float("nan")}

@@ -12,6 +12,22 @@ import fedrepro  # noqa: E402,F401  (torchvision shim first)
 os.environ.setdefault("WANDB_MODE", "offline")
 
 
+# A target's command-line parse sets these for the rest of its process (reports/cli.py). The
+# session's values, taken before any test (a module fixture that parses runs before a test's own
+# fixtures), are put back after every test.
+_PARSER_ENV = {n: os.environ.get(n) for n in ("FEDREPRO_DATA_ROOT", "FEDREPRO_LAUNCHER", "FEDREPRO_DONE_ONLY")}
+
+
+@pytest.fixture(autouse=True)
+def _parser_environment():
+    yield
+    for name, value in _PARSER_ENV.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture
 def results(tmp_path):
     return str(tmp_path / "results")

@@ -165,9 +165,10 @@ def test_equal_evaluated_models_are_scored_once(results, monkeypatch):
     loop scores it once and logs the same numbers under both labels."""
     import fedrepro.engine.loop as loop
 
-    calls = []
-    scored = loop.evaluate
-    monkeypatch.setattr(loop, "evaluate", lambda *a, **k: calls.append(1) or scored(*a, **k))
+    calls = []  # one entry per model scored (evaluate_many scores a round's distinct models together)
+    scored = loop.evaluate_many
+    monkeypatch.setattr(loop, "evaluate_many",
+                        lambda m, ws, *a, **k: calls.extend([1] * len(ws)) or scored(m, ws, *a, **k))
     cfg = compose_config([*SMOKE, "participation=p100", "train.num_clients=5", "profile.max_rounds=2",
                           "train.eval_every=1", f"results_root={results}"])
     r = run_experiment(cfg, quiet=True)

@@ -457,7 +457,9 @@ def test_slurm_launcher_submits_one_array_job_per_run_with_the_given_parameters(
     (tmp_path / "bin" / "srun").write_text("#!/bin/sh\nexit 0\n")
     (tmp_path / "bin" / "srun").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    monkeypatch.setenv("FEDREPRO_SLURM", "partition=cpu,timeout_min=240,mem_gb=8,account=proj42")
+    cluster = tmp_path / "cluster.yaml"  # a launcher config as conf/hydra/launcher/ holds them
+    cluster.write_text("defaults:\n  - submitit_slurm\npartition: cpu\ntimeout_min: 240\nmem_gb: 8\n"
+                       "account: proj42\ncpus_per_task: 4\nsubmitit_folder: ${results_root}/submitit/%j\n")
     scripts = []
 
     class Submitted(Exception):
@@ -470,8 +472,26 @@ def test_slurm_launcher_submits_one_array_job_per_run_with_the_given_parameters(
     monkeypatch.setattr(slurm.SlurmExecutor, "_submit_command", capture)
     with pytest.raises(Submitted):
         launch([["profile=smoke", "seed=0"], ["profile=smoke", "seed=1"], ["profile=smoke", "seed=2"]],
-               jobs=2, launcher="submitit_slurm", results_root=str(tmp_path), log=lambda _: None)
+               jobs=2, launcher="submitit_slurm", results_root=str(tmp_path), log=lambda _: None,
+               launcher_config=str(cluster))
     text = scripts[0]
     for line in ("--array=0-2%2", "--partition=cpu", "--time=240", "--mem=8GB", "--account=proj42",
                  "--cpus-per-task=4", "--signal=USR2@90"):
         assert f"#SBATCH {line}" in text, text
+
+
+def test_table_targets_read_the_slurm_settings_of_the_launcher_config_hydra_sweeps_use(tmp_path):
+    """One source for cluster settings: conf/hydra/launcher/slurm.yaml, Hydra's own keys dropped;
+    a config that is not there is refused with the ones that are."""
+    from omegaconf import OmegaConf
+
+    from fedrepro.errors import FedreproError
+    from fedrepro.reports.grid import slurm_parameters
+
+    own = OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "hydra" / "launcher" / "slurm.yaml")
+    params = slurm_parameters()
+    assert params["timeout_min"] == own.timeout_min and params["mem_gb"] == own.mem_gb
+    assert params["slurm_max_num_timeout"] == own.max_num_timeout
+    assert not {"defaults", "submitit_folder", "slurm_submitit_folder"} & set(params)
+    with pytest.raises(FedreproError, match="launcher config 'mycluster' not found.*slurm"):
+        slurm_parameters("mycluster")

@@ -131,16 +131,6 @@ def test_module_does_not_import(module, forbidden):
 
 
 def test_no_module_imports_another_modules_private_names():
-    bad = []
-    for name, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fedrepro"):
-                bad += [f"{name}: from {node.module} import {a.name}" for a in node.names
-                        if a.name.startswith("_") and f"{node.module}.{a.name}" not in MODULES]
-    assert not bad, "\n".join(bad)
-
-
-def test_no_module_imports_another_modules_private_names():
     """`from a import _b` couples a module to what another keeps to itself (tests may)."""
     root = PACKAGE.parent
     offenders = []

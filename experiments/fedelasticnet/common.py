@@ -1,10 +1,11 @@
-"""FedElasticNet's runs, built from settings.yaml, and the panels its tables and figures draw.
+"""FedElasticNet's runs, built from settings.yaml and conf/experiment/fen/, and the panels its
+tables and figures draw.
 
 One function turns (dataset, split, algorithm key, participation) into config overrides, so
 every table and figure that needs the same run asks for identical overrides and the results
 store (keyed by the resolved config) computes it once. `selection` reads --datasets and
 --splits; the figure helpers draw a grid of panels, each a set of curves or the reason it is
-empty; `store_index` lists the runs of a results store (the notebook reads it).
+empty.
 """
 from __future__ import annotations
 
@@ -22,7 +23,28 @@ from fedrepro.data.loaders import default_data_root, unavailable
 from fedrepro.reports.figures import panel_grid
 from fedrepro.reports.grid import Cell
 
-SETTINGS = OmegaConf.to_container(OmegaConf.load(Path(__file__).with_name("settings.yaml")))
+EXPERIMENTS = CONF_DIR / "experiment" / "fen"  # conf/experiment/fen/<dataset>.yaml: each dataset's setting
+
+
+def dataset_setting(dataset: str) -> dict:
+    """conf/experiment/fen/<dataset>.yaml as the tables use it: `run`, its data, model and train
+    keys as overrides (dataset first), and `table5`, its per-algorithm values (Table 5's rows)."""
+    raw = OmegaConf.to_container(OmegaConf.load(EXPERIMENTS / f"{dataset}.yaml"))
+    groups = dict(next(iter(d.items())) for d in raw["defaults"] if isinstance(d, dict))
+    choices = {group.removeprefix("override /"): choice for group, choice in groups.items()}
+    run = [f"dataset={choices['dataset']}", f"model={choices['model']}",
+           *(f"train.{key}={value}" for key, value in raw["train"].items())]
+    return {"run": run, "table5": raw["per_algorithm"]}
+
+
+def _load_settings() -> dict:
+    settings = OmegaConf.to_container(OmegaConf.load(Path(__file__).with_name("settings.yaml")))
+    for dataset, entry in settings["datasets"].items():
+        entry.update(dataset_setting(dataset))
+    return settings
+
+
+SETTINGS = _load_settings()
 KEYS = ["dataset_key", "split_key", "algorithm_key"]
 IMAGE4 = ["mnist", "emnist_l", "cifar10", "cifar100"]
 SIX = ["fedprox", "fen_alg1", "scaffold", "fen_alg2", "feddyn", "fen_alg3"]  # Table 2, Figs. 1, 6-9
@@ -160,7 +182,21 @@ def setting_notes(datasets: list[str], participation: str, profile: str) -> list
     if caps:
         notes.append(f"extra caps at profile=quick and 100 % participation: {' '.join(caps)} "
                      "(100 clients x 6 steps ~ the 600 local steps of a 10 % round; settings.yaml)")
+    for d in datasets:
+        if dataset_reason(d) is None:  # what the runs did, beside the paper's setting printed above
+            notes.append(f"{d} as run: {effective_setting(d, participation, profile)}")
     return notes
+
+
+def effective_setting(dataset: str, participation: str, profile: str) -> str:
+    """The profile's caps on one dataset's runs, as the run logs them ('profile=quick: rounds
+    200 -> 100, local epochs 5 -> 1, ...'), read from the composed config of its FedProx run."""
+    from fedrepro.config import compose_config
+    from fedrepro.run import profile_caps
+
+    split = SETTINGS["datasets"][dataset]["splits"][0]
+    overrides = run_overrides(dataset, split, "fedprox", participation, profile)
+    return profile_caps(compose_config([*overrides, f"profile={profile}"]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,14 +250,32 @@ def save(fig, path) -> Path:
 
 def panels_figure(panels: list[tuple[str, object]], path, *, title: str, y: str = ACCURACY,
                   ylabel: str = "test accuracy", scale: float = 1.0, ncols: int = 3) -> Path:
-    """One panel per (title, {label: metrics frame} or the reason it is empty)."""
+    """One panel per (title, {label: metrics frame} or the reason it is empty); the data drawn,
+    panel by panel, beside it as <stem>_data.csv."""
     fig, axes = new_figure(len(panels), title, ncols)
     for ax, (name, content) in zip(axes, panels):
         if isinstance(content, str):
             draw_reason(ax, name, content)
         else:
             draw_curves(ax, name, content, y, ylabel, scale)
+    panel_data(panels, y, scale).to_csv(Path(path).with_name(f"{Path(path).stem}_data.csv"), index=False)
     return save(fig, path)
+
+
+def panel_data(panels: list[tuple[str, object]], y: str, scale: float = 1.0) -> pd.DataFrame:
+    """The long form of what panels_figure draws: panel, series, round, value (y x scale); a
+    panel without data is one row with its reason."""
+    rows = []
+    for name, content in panels:
+        if isinstance(content, str):
+            rows.append({"panel": name, "series": "", "round": None, "value": None, "reason": content})
+            continue
+        for label, frame in content.items():
+            pts = frame[["round", y]].dropna() if y in frame else frame.iloc[:0]
+            rows += [{"panel": name, "series": label, "round": int(r), "value": v * scale, "reason": ""}
+                     for r, v in zip(pts["round"], pts[y])]
+    frame = pd.DataFrame(rows, columns=["panel", "series", "round", "value", "reason"])
+    return frame.astype({"round": "Int64"})  # whole rounds, blank where a panel has none
 
 
 def group_panels(cells: list[Cell], summaries: dict, row_keys: list[str], label_key: str) -> dict[tuple, object]:
@@ -244,25 +298,3 @@ def group_panels(cells: list[Cell], summaries: dict, row_keys: list[str], label_
 
 def titled(panels: dict[tuple, object]) -> list[tuple[str, object]]:
     return [(" ".join(LABELS.get(str(v), str(v)) for v in row), content) for row, content in panels.items()]
-
-
-# ---------------------------------------------------------------------------------------------
-# The results store as a table of runs (the notebook reads it)
-
-
-def store_index(results_root) -> pd.DataFrame:
-    """One row per finished run in <results_root>/runs: its setting, keys and folder."""
-    rows = []
-    for summary_path in sorted(Path(results_root).glob("runs/*/summary.json")):
-        folder = summary_path.parent
-        cfg = OmegaConf.load(folder / "config.yaml")
-        alg = cfg.algorithm.name
-        if alg == "feddyn":
-            alg = f"feddyn_{cfg.algorithm.transmit}"
-        split = cfg.split.kind if cfg.split.kind != "dirichlet" else f"dirichlet{cfg.split.alpha:g}"
-        rows.append({"key": folder.name, "dataset": cfg.dataset.name, "split": split,
-                     "participation": cfg.participation.rate, "algorithm": alg,
-                     "lambda1": OmegaConf.select(cfg, "algorithm.lambda1"), "profile": cfg.profile.name,
-                     "seed": cfg.seed, "folder": str(folder)})
-    return pd.DataFrame(rows, columns=["key", "dataset", "split", "participation", "algorithm", "lambda1",
-                                       "profile", "seed", "folder"])

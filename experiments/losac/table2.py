@@ -235,7 +235,20 @@ def render(runs: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     table.loc[no_ratio, "ratio"] = math.nan  # a censored count is a bound: no ours / paper
     for col in ("M", "T"):
         table[col] = table[col].astype(int)
+    # the loss and accuracy rows say the round they were read at (quick stops at 100, not 500)
+    read_at = {(r.dataset_key, r.algorithm_key, int(r.M), int(r.T)): int(r.acc_round)
+               for r in ok.itertuples(index=False)}
+    keys = list(zip(table.dataset_key, table.algorithm_key, table.M, table["T"]))
+    table["metric"] = [read_label(m, read_at.get(k)) for m, k in zip(table.metric, keys)]
     return table
+
+
+def read_label(metric: str, read_round) -> str:
+    """The loss / accuracy row's label for a run read at `read_round` (None: not run), beside
+    the paper's round 500."""
+    if metric == ROUNDS or read_round is None or read_round == 500:
+        return metric
+    return f"{'loss' if metric == LOSS else 'test_accuracy'}_at_round_{read_round} (paper: 500)"
 
 
 def speedup_grid(runs: pd.DataFrame, ref: pd.DataFrame) -> str:

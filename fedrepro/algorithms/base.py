@@ -145,6 +145,15 @@ def param(default: Any = MISSING, *, range: Optional[str] = None, choices: Optio
     return dataclasses.field(default=default, metadata=meta)
 
 
+def alias(of: str, *, range: str):
+    """A second name of field `of`: the name the algorithm's paper gives it and the one runs stored
+    before `of` existed carry (FedProx's `mu` of `lambda2`). Null unless given; given, it sets `of`
+    (fedrepro.config.apply_aliases; both given with different values is an error); once validated
+    both hold the value. The run key hashes `of`'s value under this name, so those runs keep their
+    keys. `range` is `of`'s, so a value given under the alias is refused under the name it was given."""
+    return dataclasses.field(default=None, metadata={"alias_of": of, "range": range})
+
+
 @dataclass
 class AlgorithmConfig:
     """The base of every algorithm's config (`conf/algorithm/<name>.yaml` extends one of them)."""

@@ -9,14 +9,17 @@ FedElasticNet Algorithm 1 (FedProx + elastic net):
          upload:    Delta_k with entries |Delta_k(i)| <= epsilon set to 0
 DSGD     one local step; upload the stochastic gradient g_k; server: theta -= lr * sum_k w_k g_k
 
+Config: FedProx's mu is `algorithm.lambda2` (FedElasticNet's name); `algorithm.mu` is its alias.
+
 The average is over the selected clients' data sizes, as FedDyn's code does (FIDELITY.md;
 FedElasticNet's Algorithm 1 step 7 read with n = the selected clients' total).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
-from fedrepro.algorithms.base import Algorithm, AlgorithmConfig, LocalObjective, param, threshold
+from fedrepro.algorithms.base import Algorithm, AlgorithmConfig, LocalObjective, alias, param, threshold
 from fedrepro.algorithms.registry import register
 
 
@@ -27,12 +30,13 @@ class FedAvgConfig(AlgorithmConfig):
 
 @dataclass
 class FedProxConfig(AlgorithmConfig):
-    """FedProx; with lambda1 / epsilon > 0, FedElasticNet Algorithm 1 (lambda2 = mu)."""
+    """FedProx; with lambda1 / epsilon > 0, FedElasticNet Algorithm 1 (lambda2 = FedProx's mu)."""
 
     name: str = "fedprox"
-    mu: float = param(1e-4, range=">= 0")  # l2 / proximal weight: mu/2 ||w - theta_server||^2
     lambda1: float = param(0.0, range=">= 0")  # l1 weight on the local update
+    lambda2: float = param(1e-4, range=">= 0")  # l2 / proximal weight: lambda2/2 ||w - theta_server||^2
     epsilon: float = param(0.0, range=">= 0")  # entries of the sent update with |x| <= epsilon become 0
+    mu: Optional[float] = alias("lambda2", range=">= 0")  # FedProx's name of lambda2
 
 
 @dataclass

@@ -13,14 +13,16 @@ client:  lambda_k += Delta_k + (lambda1 / alpha_k) sign(Delta_k)      (Algorithm
 server:  theta = mean_{k in P} theta_k + mean_{all k} lambda_k
          (= the paper's h-state form: h = -(alpha/m) sum_k lambda_k, theta = mean - h/alpha;
           steps 11-12 of Algorithm 3 with the sign terms inside lambda_k)
+config:  alpha is `algorithm.lambda2` (FedElasticNet's name); `algorithm.alpha`, FedDyn's, is its alias
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
-from fedrepro.algorithms.base import Algorithm, AlgorithmConfig, LocalObjective, param, threshold
+from fedrepro.algorithms.base import Algorithm, AlgorithmConfig, LocalObjective, alias, param, threshold
 from fedrepro.algorithms.registry import register
 
 TRANSMITS = ("model", "update")
@@ -31,11 +33,12 @@ class FedDynConfig(AlgorithmConfig):
     """FedDyn; with lambda1 / epsilon and transmit=update, FedElasticNet Algorithm 3."""
 
     name: str = "feddyn"
-    alpha: float = param(1e-2, range="> 0")  # the dynamic regularizer's weight (lambda2 in FedElasticNet)
     lambda1: float = param(0.0, range=">= 0")
+    lambda2: float = param(1e-2, range="> 0")  # the dynamic regularizer's weight (FedDyn's alpha)
     epsilon: float = param(0.0, range=">= 0")
     # model (theta_k, as published) | update (Delta_k)
     transmit: str = param("model", choices=TRANSMITS)
+    alpha: Optional[float] = alias("lambda2", range="> 0")  # FedDyn's name of lambda2
 
 
 @register("feddyn", "fen_alg3", config=FedDynConfig)

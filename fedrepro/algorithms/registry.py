@@ -52,6 +52,20 @@ class Entry:
         """{field: its `param(<what>=...)`} for what in range, choices, null, note."""
         return {key: f.metadata[what] for key, f in self.params().items() if what in f.metadata}
 
+    def aliases(self) -> dict[str, str]:
+        """{alias: the field it names} ({"mu": "lambda2"} for FedProx; base.alias)."""
+        return {key: f.metadata["alias_of"] for key, f in self.params().items() if "alias_of" in f.metadata}
+
+    def class_params(self, params: dict) -> dict:
+        """A resolved config node as the class's `from_config` takes it: each alias dropped and its
+        field's value passed under the alias instead, the paper's name the class is written in
+        (FedProx(mu=...), FedDyn(alpha=...))."""
+        params = dict(params)
+        for alias, field_name in self.aliases().items():
+            params.pop(alias, None)
+            params[alias] = params.pop(field_name)
+        return params
+
     @property
     def choices(self) -> dict[str, tuple]:
         """The values each string field may take ({"transmit": ("model", "update")})."""
@@ -144,6 +158,6 @@ def build_algorithm(cfg: Any) -> Algorithm:
     if not found.federated:
         raise ConfigError(f"algorithm={found.name} is not federated: fedrepro.runner runs it "
                           f"(run_experiment), not the round loop")
-    algorithm = found.cls.from_config(params)
+    algorithm = found.cls.from_config(found.class_params(params))
     algorithm.name = found.name
     return algorithm

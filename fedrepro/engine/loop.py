@@ -32,7 +32,7 @@ import torch
 
 from fedrepro.algorithms.base import Algorithm
 from fedrepro.compression.channel import Channel, Sent
-from fedrepro.engine.evaluate import evaluate, personalized_metrics
+from fedrepro.engine.evaluate import evaluate_many, personalized_metrics
 from fedrepro.engine.local import ClientJob
 from fedrepro.engine.sampling import sample_clients
 from fedrepro.errors import DivergenceError
@@ -173,15 +173,20 @@ class RoundLoop:
         }
         if selected is not None:
             candidates["selected"] = alg.client_weights(selected).to(models.dtype) @ models
-        row, scored = {}, []  # scored: (w, metrics) so far; at 100 % participation "all" equals "selected"
+        # models equal element for element are scored once (at 100 % participation "all" is "selected");
+        # the distinct ones together (evaluate_many: the numbers of scoring each alone, bit for bit)
+        distinct: list[torch.Tensor] = []
+        which = {}
         for label, w in candidates.items():
-            metrics = next((m for v, m in scored if torch.equal(v, w)), None)
-            if metrics is None:
-                test_loss, test_acc = evaluate(self.model, w, d.x_test, d.y_test)
-                train_loss, _ = evaluate(self.model, w, d.x_train, d.y_train)
-                metrics = (test_acc, test_loss, train_loss)
-                scored.append((w, metrics))
-            row.update(dict(zip((f"{label}_test_acc", f"{label}_test_loss", f"{label}_train_loss"), metrics)))
+            which[label] = next((j for j, v in enumerate(distinct) if torch.equal(v, w)), len(distinct))
+            if which[label] == len(distinct):
+                distinct.append(w)
+        test = evaluate_many(self.model, distinct, d.x_test, d.y_test)
+        train = evaluate_many(self.model, distinct, d.x_train, d.y_train)
+        row = {}
+        for label, j in which.items():
+            row.update({f"{label}_test_acc": test[j][1], f"{label}_test_loss": test[j][0],
+                        f"{label}_train_loss": train[j][0]})
         personalized = alg.personalized()
         if personalized is not None:
             ex = self.executor

@@ -96,3 +96,10 @@ def _rank_main(rank: int, processes: int, port: int, threads: int, accelerator: 
     result = train(fabric, *args)
     if rank == 0:
         results.put(result)
+    # tear the process group down before the interpreter exits: left to exit, gloo's threads
+    # sometimes end the rank with std::terminate (SIGABRT), seen under `make bench`
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()

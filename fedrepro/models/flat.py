@@ -122,7 +122,10 @@ class FlatModel:
 
     def loss_and_correct(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
         """(summed loss, number correct) over a batch, for evaluation (eval mode, server statistics)."""
-        out = self.logits(w, x)
+        return self.output_loss_and_correct(self.logits(w, x), y)
+
+    def output_loss_and_correct(self, out: torch.Tensor, y: torch.Tensor):
+        """`loss_and_correct` of the module's outputs `out` (engine/evaluate.py's stacked models)."""
         if self.loss_kind == "logistic":
             logit = out.squeeze(1)
             loss = F.binary_cross_entropy_with_logits(logit, y.float(), reduction="sum")

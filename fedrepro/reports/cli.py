@@ -19,9 +19,9 @@ LAUNCHER_CHOICES = ("local", "joblib", "submitit_local", "submitit_slurm", "ray"
 
 
 class _TableParser(argparse.ArgumentParser):
-    """Parses as usual, then makes --launcher and --done-only the defaults of every
-    `measure_cells` of this process (the targets pass --jobs to it; the other two travel in
-    FEDREPRO_LAUNCHER and FEDREPRO_DONE_ONLY, which each parse sets anew)."""
+    """Parses as usual, then makes --launcher, --done-only and --data-root the defaults of every
+    `measure_cells` of this process (the targets pass --jobs to it; the others travel in
+    FEDREPRO_LAUNCHER, FEDREPRO_DONE_ONLY and FEDREPRO_DATA_ROOT, which each parse sets anew)."""
 
     def parse_known_args(self, args=None, namespace=None):
         ns, rest = super().parse_known_args(args, namespace)
@@ -32,6 +32,10 @@ class _TableParser(argparse.ArgumentParser):
         if os.environ.get("DONE_ONLY", "") not in ("", "0", "1"):
             self.error(f"DONE_ONLY={os.environ['DONE_ONLY']!r}: set DONE_ONLY=1 to render from finished runs "
                        "only, or leave it empty")
+        if getattr(ns, "data_root", None):
+            # what the target checks for ("data not here") is what its runs read: both compose
+            # their configs with data_root = $FEDREPRO_DATA_ROOT unless told otherwise
+            os.environ["FEDREPRO_DATA_ROOT"] = ns.data_root
         if hasattr(ns, "done_only"):
             if ns.done_only:
                 os.environ["FEDREPRO_DONE_ONLY"] = "1"
@@ -50,8 +54,12 @@ def table_parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--launcher", choices=LAUNCHER_CHOICES,
                     default=os.environ.get("LAUNCHER") or "local",  # not FEDREPRO_LAUNCHER: the last parse's
                     help="how runs are started: local (this process, or joblib processes when "
-                         "--jobs > 1), joblib, submitit_local, submitit_slurm (FEDREPRO_SLURM="
-                         "'partition=...,timeout_min=...'), ray (RAY_ADDRESS or a local Ray)")
+                         "--jobs > 1), joblib, submitit_local, submitit_slurm (its settings: "
+                         "--launcher-config), ray (RAY_ADDRESS or a local Ray)")
+    ap.add_argument("--launcher-config", default=os.environ.get("LAUNCHER_CONFIG") or "slurm",
+                    help="submitit_slurm's partition, time, memory, requeues: a file of conf/hydra/launcher/ "
+                         "(the one Hydra sweeps use with hydra/launcher=NAME) or a YAML path (default slurm; "
+                         "make LAUNCHER_CONFIG=...)")
     ap.add_argument("--results-root", default=os.environ.get("FEDREPRO_RESULTS", "results"))
     ap.add_argument("--data-root", default=os.environ.get("FEDREPRO_DATA_ROOT", "data"))
     ap.add_argument("--datasets", default=None,

@@ -218,35 +218,46 @@ def _fill_died(outcomes: list, args: list[list[str]], why: str, report) -> list:
     return outcomes
 
 
-def _slurm_parameters() -> dict:
-    """FEDREPRO_SLURM="partition=gpu,timeout_min=240,gpus_per_node=1,mem_gb=16": submitit's
-    parameters (numbers converted), passed as slurm_<name> unless generic."""
-    generic = {"timeout_min", "mem_gb", "cpus_per_task", "gpus_per_node", "nodes", "tasks_per_node",
-               "name", "stderr_to_stdout"}
-    params = {}
-    for item in filter(None, (x.strip() for x in os.environ.get("FEDREPRO_SLURM", "").split(","))):
-        name, _, value = item.partition("=")
-        try:
-            parsed = int(value)
-        except ValueError:
-            parsed = value
-        params[name if name in generic or name.startswith("slurm_") else f"slurm_{name}"] = parsed
-    return params
+# Hydra's submitit_slurm fields that submitit's executor takes as they are; every other field
+# is SLURM's own and is passed as slurm_<name> (as hydra-submitit-launcher does).
+_GENERIC_SUBMITIT = {"timeout_min", "mem_gb", "cpus_per_task", "gpus_per_node", "nodes", "tasks_per_node",
+                     "name", "stderr_to_stdout"}
+_LAUNCHER_DIR = Path(__file__).resolve().parents[2] / "conf" / "hydra" / "launcher"
+
+
+def slurm_parameters(config: str = "slurm") -> dict:
+    """submitit's parameters from a Hydra launcher config: `config` names a file of
+    conf/hydra/launcher/ (the one `python -m fedrepro -m hydra/launcher=slurm` uses too) or is a
+    path to such a YAML. One source for cluster settings: a sweep and a table target read the
+    same file."""
+    from omegaconf import OmegaConf
+
+    path = Path(config) if config.endswith((".yaml", ".yml")) else _LAUNCHER_DIR / f"{config}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(f.stem for f in _LAUNCHER_DIR.glob("*.yaml")))
+        raise FedreproError(f"launcher config {config!r} not found ({path}); name one of conf/hydra/launcher/ "
+                            f"({known}) or give the path of a YAML with hydra-submitit-launcher's fields")
+    fields = OmegaConf.to_container(OmegaConf.load(path))
+    # Hydra's own keys, and the job folder, which a target puts under its results root
+    for key in ("defaults", "_target_", "submitit_folder"):
+        fields.pop(key, None)
+    return {(k if k in _GENERIC_SUBMITIT else f"slurm_{k}"): v for k, v in fields.items() if v is not None}
 
 
 def _launch_submitit(args: list[list[str]], jobs: int, threads: int, cluster: str,
-                     results_root: str, log, report) -> list:
-    """submitit: on SLURM one array job per run (at most `jobs` at once; 4 CPUs, 24 h, requeued up
-    to 3 times after a timeout or preemption unless FEDREPRO_SLURM says otherwise); locally `jobs`
-    processes, each running its share of the runs in turn with cores // jobs threads."""
+                     results_root: str, log, report, launcher_config: str = "slurm") -> list:
+    """submitit: on SLURM one array job per run (at most `jobs` at once; the partition, time,
+    memory and requeues of `launcher_config`, conf/hydra/launcher/slurm.yaml by default); locally
+    `jobs` processes, each running its share of the runs in turn with cores // jobs threads."""
     import submitit
 
     cwd = os.getcwd()
     folder = str(Path(results_root) / "submitit" / "%j")
     if cluster == "submitit_slurm":
-        # defaults for a cluster node (this machine's cores say nothing about it); FEDREPRO_SLURM wins
+        # defaults for a cluster node (this machine's cores say nothing about it); the config wins,
+        # except for how many run at once, which is --jobs
         params = {"timeout_min": 24 * 60, "cpus_per_task": 4, "name": "fedrepro",
-                  "slurm_array_parallelism": jobs, **_slurm_parameters()}
+                  **slurm_parameters(launcher_config), "slurm_array_parallelism": jobs}
         requeues = int(params.pop("slurm_max_num_timeout", 3))
         executor = submitit.AutoExecutor(folder=folder, cluster="slurm", slurm_max_num_timeout=requeues)
         executor.update_parameters(**params)
@@ -325,7 +336,7 @@ def _launch_ray(args: list[list[str]], jobs: int, threads: int, log, report) -> 
 
 def launch(args: list[list[str]], *, jobs: int = 1, launcher: Optional[str] = None,
            results_root: str = "results", log: Optional[Callable[[str], None]] = None,
-           report: Callable[[int, object], None] = _no_report) -> list:
+           report: Callable[[int, object], None] = _no_report, launcher_config: str = "slurm") -> list:
     """Run every override list; one outcome each (RunResult or runner.Failure), in order.
 
     local: in this process (jobs = 1) or joblib processes (jobs > 1); joblib: always joblib;
@@ -348,7 +359,7 @@ def launch(args: list[list[str]], *, jobs: int = 1, launcher: Optional[str] = No
             return _launch_in_order(args, threads, report)
         return _launch_joblib(args, jobs, threads, warn, report)
     if launcher.startswith("submitit"):
-        return _launch_submitit(args, jobs, threads, launcher, results_root, say, report)
+        return _launch_submitit(args, jobs, threads, launcher, results_root, say, report, launcher_config)
     return _launch_ray(args, jobs, threads, say, report)
 
 
@@ -473,7 +484,7 @@ def cell_label(cell: Cell, seed: int) -> str:
 
 def collect(cells: list[Cell], *, profile: str, seeds: int, results_root: str = "results",
             extra: list[str] = (), jobs: int = 1, log: Optional[Callable[[str], None]] = None,
-            launcher: Optional[str] = None, run: bool = True) -> dict[int, list]:
+            launcher: Optional[str] = None, run: bool = True, launcher_config: str = "slurm") -> dict[int, list]:
     """{cell index: [outcome per seed]} of every runnable cell: run (or reused) through `launcher`,
     or, with run=False or --done-only, read from the store alone (nothing is computed)."""
     tasks = [(i, seed) for i, cell in enumerate(cells) if not cell.not_run for seed in range(seeds)]
@@ -488,7 +499,7 @@ def collect(cells: list[Cell], *, profile: str, seeds: int, results_root: str = 
                                  f"{launcher or default_launcher()} launcher, results in {results_root})")
         with _Progress(labels, log) as progress:
             outcomes = launch(args, jobs=jobs, launcher=launcher, results_root=results_root, log=log,
-                              report=progress)
+                              report=progress, launcher_config=launcher_config)
     by_cell: dict[int, list] = {}
     for (i, seed), outcome in zip(tasks, outcomes):
         by_cell.setdefault(i, []).append(outcome)

@@ -23,6 +23,9 @@ A run chosen from other runs' outcomes (an adaptive grid) is declared by `cells`
 outcomes are in the store; `run` asks `cells` again after each sweep until it names nothing
 new, so such a target completes in one call, and `status` lists such a run once it is known.
 
+Most targets are a `PaperTarget`: a name, a title and the module functions that declare
+its cells and render it.
+
 A target that trains in loops of its own, outside the results store (LoSAC's DLG attack, the
 low-rank figure), declares no cells and says so in `trains_outside_store` (its reason).
 """
@@ -49,6 +52,31 @@ class Target(Protocol):
     def cells(self, options: argparse.Namespace, scale: Mapping[str, Any]) -> list[Cell]: ...
 
     def render(self, results: "Results") -> int: ...
+
+
+@dataclass(frozen=True, eq=False)
+class PaperTarget:
+    """A Target made of functions, the shape of almost every paper target: `cells_of(options,
+    scale)` and `render_with(results)` are the module functions that do the work; `options`
+    adds the target's own command-line options; `SCALE` names its knobs."""
+    name: str
+    title: str
+    cells_of: Callable[[argparse.Namespace, Mapping[str, Any]], list[Cell]]
+    render_with: Callable[["Results"], int]
+    claims: Sequence[str] = ()
+    SCALE: dict = field(default_factory=dict)
+    options: Optional[Callable[[argparse.ArgumentParser], None]] = None
+    trains_outside_store: Optional[str] = None  # why, for a target that declares no cells
+
+    def cells(self, options: argparse.Namespace, scale: Mapping[str, Any]) -> list[Cell]:
+        return self.cells_of(options, scale)
+
+    def render(self, results: "Results") -> int:
+        return self.render_with(results)
+
+    def add_options(self, ap: argparse.ArgumentParser) -> None:
+        if self.options is not None:
+            self.options(ap)
 
 
 class UndeclaredCellError(RuntimeError):
@@ -144,7 +172,8 @@ def run(target: Target, options: argparse.Namespace, scale: Optional[Mapping[str
         swept.update(tuple(c.overrides) for c in todo)
         by_cell = grid.collect(_with_data_root(todo, options), profile=options.profile, seeds=options.seeds,
                                results_root=options.results_root, jobs=options.jobs,
-                               launcher=getattr(options, "launcher", None))
+                               launcher=getattr(options, "launcher", None),
+                               launcher_config=getattr(options, "launcher_config", "slurm"))
         outcomes.update({_run_key(cell, seed): outcome
                          for i, cell in enumerate(todo) for seed, outcome in enumerate(by_cell.get(i, []))})
         if grid.done_only():  # nothing new can finish while nothing trains

@@ -1,0 +1,135 @@
+"""The batched executor's scaled path (fedrepro/engine/batched.py, `_train_scaled`): steps without
+anchor terms (FedAvg, FedDyn, SCAFFOLD without its prox) with the update folded into the
+weight-gradient products, against the sequential executor and against the batched executor's
+per-step path (`sgd_step`). Same models and losses to float32 rounding."""
+import pytest
+import torch
+
+from fedrepro.algorithms.base import LocalObjective
+from fedrepro.engine import batched
+from fedrepro.engine.batched import BatchedExecutor
+from fedrepro.engine.local import ClientJob, SequentialExecutor
+from fedrepro.models.flat import FlatModel
+from fedrepro.models.mlp import MLP
+from test_executors import executors as executor_pair
+
+
+def executors(model, clip, weight_decay=1e-3, **data):
+    """The sequential and batched executors over the same small random data (test_executors')."""
+    return executor_pair(model, clip_norm=clip, weight_decay=weight_decay, **data)
+
+
+def jobs_without_anchor_terms(w0, d, linear: bool, equal_decay: bool, steps=(7, 3, 0, 11, 5, 9), seed=1):
+    """FedDyn-like jobs (linear term, extra decay, a start point) or FedAvg-like ones; unequal step
+    counts (23 samples, batch 5: partial last batches) and a client with no step."""
+    g = torch.Generator().manual_seed(seed)
+    jobs = []
+    for k, n in enumerate(steps):
+        start = w0 + 0.1 * torch.randn(d, generator=g) if k % 2 else None
+        jobs.append(ClientJob(k, LocalObjective(
+            anchor=w0, linear=0.05 * torch.randn(d, generator=g) if linear else None,
+            extra_decay=0.02 if equal_decay else 0.02 * (k % 3), start=start), n))
+    return jobs
+
+
+def scaled_calls(monkeypatch):
+    calls = []
+    original = BatchedExecutor._train_scaled
+
+    def spy(self, *args):
+        calls.append(1)
+        return original(self, *args)
+
+    monkeypatch.setattr(BatchedExecutor, "_train_scaled", spy)
+    return calls
+
+
+@pytest.mark.parametrize("hidden,classes,loss", [([], 3, "cross_entropy"), ([], 1, "logistic"),
+                                                 ([], 1, "squared"), ([16, 8], 3, "cross_entropy")])
+@pytest.mark.parametrize("linear", [False, True])
+@pytest.mark.parametrize("clip", [None, 1.0, 100.0])  # 1.0 binds at lr 0.5; 100 never does
+@pytest.mark.parametrize("equal_decay", [True, False])  # one decay for all clients, or one each
+def test_scaled_path_matches_the_sequential_executor(monkeypatch, hidden, classes, loss, linear, clip, equal_decay):
+    torch.manual_seed(0)
+    model = FlatModel(MLP(12, hidden, classes), loss=loss)
+    w0 = model.flatten_module()
+    seq, fast = executors(model, clip)
+    jobs = jobs_without_anchor_terms(w0, model.dim, linear, equal_decay)
+    calls = scaled_calls(monkeypatch)
+    a, la = seq.run(jobs, 0.5, round=3)
+    b, lb = fast.run(jobs, 0.5, round=3)
+    assert calls, "the scaled path did not run"
+    assert torch.allclose(a, b, atol=2e-5, rtol=0), float((a - b).abs().max())
+    assert torch.allclose(la, lb, atol=2e-5), (la, lb)
+    assert torch.equal(b[2], w0)  # no steps: the start point, untouched
+    assert (a - w0).abs().max() > 0.1  # the steps did something the comparison can see
+
+
+@pytest.mark.parametrize("clip", [None, 0.3, 1e6])
+def test_scaled_path_matches_the_per_step_path(monkeypatch, clip):
+    """Against the batched executor's own per-step path (data gradient + sgd_step), which it
+    replaces for these objectives: many steps, a scale folded back in (decay 0.4 at lr 0.5)."""
+    torch.manual_seed(0)
+    model = FlatModel(MLP(12, [16], 3))
+    w0 = model.flatten_module()
+    _, fast = executors(model, clip, weight_decay=0.4)
+    jobs = jobs_without_anchor_terms(w0, model.dim, linear=True, equal_decay=False, steps=(20, 13, 17, 20))
+    a, la = fast.run(jobs, 0.5, round=1)
+    monkeypatch.setattr(BatchedExecutor, "_scaled_path_serves", lambda *args: False)
+    b, lb = fast.run(jobs, 0.5, round=1)
+    assert torch.allclose(a, b, atol=2e-5, rtol=1e-5), float((a - b).abs().max())
+    assert torch.allclose(la, lb, atol=2e-5)
+
+
+def test_the_clipping_bound_takes_the_exact_norm_only_when_needed(monkeypatch):
+    """Far below the clip the steps never form the whole gradient; at a binding clip they do,
+    and the result is the sequential executor's."""
+    torch.manual_seed(0)
+    model = FlatModel(MLP(12, [16], 3))
+    w0 = model.flatten_module()
+    exact = []
+    original = BatchedExecutor._exact_scale
+
+    def spy(self, *args):
+        exact.append(1)
+        return original(self, *args)
+
+    monkeypatch.setattr(BatchedExecutor, "_exact_scale", spy)
+    for clip, expect_exact in ((1e3, False), (0.05, True)):
+        exact.clear()
+        seq, fast = executors(model, clip)
+        jobs = jobs_without_anchor_terms(w0, model.dim, linear=True, equal_decay=True)
+        a, _ = seq.run(jobs, 0.1, round=0)
+        b, _ = fast.run(jobs, 0.1, round=0)
+        assert bool(exact) == expect_exact
+        assert torch.allclose(a, b, atol=2e-5, rtol=0), float((a - b).abs().max())
+
+
+def test_scaled_path_keeps_a_divergence_visible():
+    """A step size that blows the model up ends in non-finite values, as the sequential one."""
+    torch.manual_seed(0)
+    model = FlatModel(MLP(12, [16], 3))
+    w0 = model.flatten_module() * 1e18
+    _, fast = executors(model, None)
+    jobs = [ClientJob(k, LocalObjective(anchor=w0), 9) for k in range(3)]
+    models, losses = fast.run(jobs, 1e18, round=0)
+    assert not (torch.isfinite(models).all() and torch.isfinite(losses).all())
+
+
+def test_rescale_threshold_is_sane():
+    assert 0 < batched._RESCALE_BELOW < 1
+
+
+def test_a_client_s_numbers_do_not_depend_on_the_clients_beside_it():
+    """Each client's model is the same bit for bit trained alone or beside others (as client
+    sharding across processes needs), with unequal decays and step counts, a clip that binds for
+    some clients only and scales folded back in."""
+    torch.manual_seed(0)
+    model = FlatModel(MLP(12, [16], 3))
+    w0 = model.flatten_module()
+    _, fast = executors(model, 0.4, weight_decay=0.4)
+    jobs = jobs_without_anchor_terms(w0, model.dim, linear=True, equal_decay=False, steps=(20, 13, 0, 17, 20, 6))
+    together, losses = fast.run(jobs, 0.5, round=2)
+    for i, job in enumerate(jobs):
+        alone, loss = fast.run([job], 0.5, round=2)
+        assert torch.equal(alone[0], together[i]) and float(loss[0]) == float(losses[i]), i

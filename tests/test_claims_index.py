@@ -1,0 +1,112 @@
+"""The claims index (docs/measured/claims.md, experiments/claims_index.py): every catalogue claim
+once, the committed page current, and the reading of a target's *_claims.md file."""
+import re
+
+from experiments import claims_index as ci
+
+ROW_ID = re.compile(r"^\| ([A-Z0-9]+-[A-Z0-9]+-\d+) \|", re.MULTILINE)
+
+# A hand-written claims file in the shape the targets write (fedrepro.reports.claims.claims_markdown).
+EXAMPLE = """Claims on our numbers (X-1, X-2; rules of claims.csv):
+
+- **X-1** holds (tie): A claim: with a colon in it.
+  - a == b (1 % tolerance): holds in 2 of 2 evaluated
+- **X-2** fails: Another claim.
+  - fails: mnist (3 vs 2)
+- **X-3** not evaluated: Censored by the round cap.
+  - undetermined: models(a) < models(b): holds in 0 of 2 evaluated, censoring leaves 2 undecided
+  - undetermined: mnist 98.2 (a 100+ vs b 200+); mnist 97.2 (a 100+ vs b 200+)
+- **X-4** not evaluated: Its data is missing.
+  - undetermined: f(a) > f(b): holds in 1 of 1 evaluated
+  - 1 of 2 scope items not evaluated: har: not run: data not here: data/UCI_HAR/UCI HAR Dataset/ lacks train/X_train.txt
+- **X-5** not evaluated: Stopped early.
+  - undecided: esr S=5 (loss 0.2; stopped at round 100 of 500 (profile cap): would fail)
+- **X-6** partly: A verdict word the vocabulary lacks.
+"""
+
+
+def test_every_catalogue_claim_is_exactly_one_row_of_the_committed_index():
+    ids = [c["claim_id"] for c in ci.read_catalogue()]
+    rows = ROW_ID.findall(ci.OUT.read_text(encoding="utf-8"))
+    assert len(ids) == 117 == len(set(ids))
+    assert sorted(rows) == sorted(ids)
+
+
+def test_committed_index_is_what_the_generator_writes_from_the_committed_files():
+    text, problems = ci.build()
+    assert problems == []
+    assert ci.OUT.read_text(encoding="utf-8") == text, "docs/measured/claims.md is stale: run `make claims`"
+
+
+def test_curated_lists_name_catalogue_claims():
+    ids = {c["claim_id"] for c in ci.read_catalogue()}
+    assert set(ci.BY_CONSTRUCTION) <= ids and set(ci.NOT_RUNNABLE) <= ids
+
+
+def test_parser_reads_each_verdict_and_its_detail():
+    verdicts = ci.parse_claims_file(EXAMPLE, "example_claims.md")
+    assert [(v.claim_id, v.written, len(v.detail)) for v in verdicts] == [
+        ("X-1", "holds (tie)", 1), ("X-2", "fails", 1), ("X-3", "not evaluated", 2),
+        ("X-4", "not evaluated", 2), ("X-5", "not evaluated", 1), ("X-6", "partly", 0)]
+    assert verdicts[1].detail == ("fails: mnist (3 vs 2)",)
+
+
+def test_verdicts_become_holds_fails_undecided_with_reason_or_not_runnable():
+    got = [ci.category_of(v) for v in ci.parse_claims_file(EXAMPLE, "example_claims.md")]
+    assert got == [
+        ("holds", "holds (tie)"),
+        ("fails", "fails"),
+        ("undecided", "undecided: censored at the round cap (100+, 200+)"),
+        ("not runnable", "not runnable: UCI HAR features missing (1 of 2 scope items not evaluated)"),
+        ("undecided", "undecided: censored: runs stop at round 100 of 500 (profile cap)"),
+        ("as written", '"partly" (as written)'),
+    ]
+
+
+def test_several_files_fail_if_one_fails_and_show_each():
+    holds, fails = (ci.Verdict("X-1", word, (), f"{name}_claims.md")
+                    for word, name in (("holds", "a_table"), ("fails", "a_table_other")))
+    category, text = ci.verdict_cell([(holds, "quick", "t"), (fails, "quick", "t")])
+    assert category == "fails"
+    assert text == "fails; by file: holds (a_table); fails (a_table_other)"
+
+
+def test_profile_is_read_where_stated_and_unstated_otherwise(tmp_path):
+    assert ci.stated_profile("### Table 2, profile=paper\n") == "paper"
+    assert ci.stated_profile("- profile quick; seeds 1\n- rounds: 500 at profile=paper\n") == "quick"
+    assert ci.stated_profile("- rounds: 500 at profile=paper (unstated)\n") == ""
+    (tmp_path / "x_fig1_claims.md").write_text(EXAMPLE)
+    assert ci.profile_of(tmp_path / "x_fig1_claims.md") == "unstated"
+    (tmp_path / "x_fig1.md").write_text("notes\n- profile: smoke (conf/profile/smoke.yaml)\n")
+    assert ci.profile_of(tmp_path / "x_fig1_claims.md") == "smoke"
+
+
+def test_a_file_is_attributed_to_the_target_that_writes_it():
+    targets = ci.registered_targets()
+    assert ci.target_of_file("fedelasticnet_table2_cifar10", targets) == "fen-table2"
+    assert ci.target_of_file("fedelasticnet_costs_p10", targets) == "fen-costs"
+    assert ci.target_of_file("l2gd_fig10", targets) == "l2gd-fig10"
+    assert ci.target_of_file("nobody_table9", targets) == ""
+
+
+def test_build_reads_the_files_given_and_reports_unknown_claims(tmp_path):
+    (tmp_path / "fedelasticnet_table2_claims.md").write_text(
+        "- **FEN-T2-1** fails: Algorithm 3 uploads the fewest.\n  - fails: mnist/iid\n"
+        "- **NOPE-1** holds: Not a catalogue claim.\n")
+    text, problems = ci.build(tmp_path)
+    assert problems == ["fedelasticnet_table2_claims.md: claim NOPE-1 is not in the catalogue "
+                        "(fedrepro/reference/claims.csv)"]
+    row = next(line for line in text.splitlines() if line.startswith("| FEN-T2-1 |"))
+    assert "| fails | `make fen-table2` | unstated | `fedelasticnet_table2_claims.md` (unstated) |" in row
+    assert "NOPE-1" not in text
+    not_judged = next(line for line in text.splitlines() if line.startswith("| FEN-T2-2 |"))
+    assert "| not judged yet | `make fen-table2` |" in not_judged
+
+
+def test_check_fails_on_a_stale_index(tmp_path, capsys):
+    out = tmp_path / "claims.md"
+    out.write_text(ci.OUT.read_text(encoding="utf-8") + "edited by hand\n", encoding="utf-8")
+    assert ci.main(["--out", str(out), "--check"]) == 1
+    assert "-edited by hand" in capsys.readouterr().out  # the diff names the difference
+    assert ci.main(["--out", str(out)]) == 0
+    assert ci.main(["--out", str(out), "--check"]) == 0
