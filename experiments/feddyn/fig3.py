@@ -53,7 +53,8 @@ def mnist_labels(data_root: str) -> tuple[np.ndarray, str, str]:
     """(training labels, provenance, note): real MNIST, else mnist_5k with a note saying so."""
     try:
         data = load_dataset("mnist", data_root, download=False)
-        return data.y_train.numpy(), data.source, ""
+        # the loader names the resolved folder: say it as given, so the page reads the same anywhere
+        return data.y_train.numpy(), data.source.replace(str(Path(data_root).resolve()), str(data_root)), ""
     except DataError as exc:
         data = load_dataset("mnist_5k", data_root)
         reason = str(exc).split(". ")[0]
