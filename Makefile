@@ -20,7 +20,7 @@ LAUNCHER_CONFIG ?= slurm
 # DONE_ONLY=1: a table or figure target trains nothing and fills its cells from the finished
 # runs in the results store (the others "not run (not computed yet)").
 DONE_ONLY ?=
-# OVERRIDES="logger=wandb train.device=cuda": config overrides for every run of a table or figure
+# OVERRIDES="logger=wandb train.accelerator=cuda": config overrides for every run of a table or figure
 # target, after the target's own (--override on the command line).
 OVERRIDES ?=
 export PROFILE SEEDS JOBS LAUNCHER LAUNCHER_CONFIG DONE_ONLY OVERRIDES

@@ -58,8 +58,9 @@ def status(paper: str, target, options) -> int:
     if why:
         print(f"note: {name} has no run in the results store: {why}")
     elif not rows:
-        print("note: this target plans no run through the results store here (its datasets may not "
-              "be here: FEDREPRO_DATA_ROOT, or the target's --datasets)")
+        print("note: this target plans no run through the results store here: its datasets may not be in "
+              f"--data-root {options.data_root} (default $FEDREPRO_DATA_ROOT), or the target's --datasets "
+              "leaves them out")
     return 0
 
 

@@ -230,10 +230,9 @@ def verdict_cell(found: list[tuple[Verdict, str, str]]) -> tuple[str, str]:
     differ."""
     by_text: dict[str, list[str]] = {}  # cell text -> the files (stems) that give it
     categories = []
-    judged = [f for f in found if category_of(f[0])[0] != "out of scope"]
-    found = judged or found  # files of datasets outside the claim's scope judge nothing
-    for verdict, _, _ in found:
-        category, text = category_of(verdict)
+    categorised = [(verdict, *category_of(verdict)) for verdict, _, _ in found]  # once per file
+    judged = [s for s in categorised if s[1] != "out of scope"]
+    for verdict, category, text in judged or categorised:  # files outside the claim's scope judge nothing
         categories.append(category)
         by_text.setdefault(text, []).append(verdict.source.removesuffix("_claims.md"))
     headline = next((c for c in ("as written", *RANK) if c in categories), "not judged yet")

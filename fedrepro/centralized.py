@@ -189,7 +189,7 @@ def run_centralized(cfg: DictConfig, key: str, folder: Path, quiet: bool = False
     show = not quiet and cfg.logger.progress
     with _lightning_scope():
         trainer = pl.Trainer(
-            accelerator=t.device, devices=1, precision="32-true", max_epochs=epochs,
+            accelerator=t.accelerator, devices=1, precision=t.precision, max_epochs=epochs,
             limit_train_batches=eff.max_local_steps or 1.0,
             gradient_clip_val=t.clip_norm, gradient_clip_algorithm="norm",
             deterministic=True, logger=False, enable_checkpointing=False,

@@ -28,8 +28,18 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from fedrepro.algorithms import registry
 from fedrepro.algorithms.base import AlgorithmConfig
+from fedrepro.engine.precision import DEFAULT_PRECISION, PRECISIONS, UNSUPPORTED_PRECISIONS
 from fedrepro.errors import ConfigError
 from fedrepro.settings import INITS, LABEL_MODES, LOSS_SCALES, Effective
+
+
+def _older(given: Any, default: Any) -> Any:
+    """`${fedrepro.older:${.device},cpu}`, the default of a field with an older name: the older
+    name's value where one was given (not null), else `default`."""
+    return default if given is None else given
+
+
+OmegaConf.register_new_resolver("fedrepro.older", _older, replace=True)
 
 
 @dataclass
@@ -206,8 +216,20 @@ class TrainConfig:
     # auto: batched for the models it serves (MLP, logistic regression, no augmentation) under
     # algorithms without per-step rules, sequential otherwise (`resolved_executor`)
     executor: str = "auto"  # auto | sequential | batched (fedrepro/engine/batched.py)
-    processes: int = 1  # clients of a round sharded across this many processes (Lightning Fabric)
-    device: str = "cpu"  # cpu | cuda | auto
+    # Lightning's knobs, passed to Fabric (run.py); what this machine cannot run is refused at
+    # start (`check_machine`). Each of the first two has an older name (`TRAIN_ALIASES`): unset,
+    # the field takes the older name's value (the `${fedrepro.older:...}` default), set to
+    # another value it is refused; the run key hashes the accelerator under `device` (every run
+    # stored before holds device: cpu) and leaves devices / processes out.
+    accelerator: str = "${fedrepro.older:${.device},cpu}"  # cpu | cuda | gpu | mps | auto (Fabric's names)
+    # processes (cpu) or GPUs (cuda) the round's clients are sharded across (engine/sharded.py):
+    # the same numbers as one, so not in the run key
+    devices: int = "${fedrepro.older:${.processes},1}"  # type: ignore[assignment]
+    # 32-true | bf16-mixed | 16-mixed (CUDA): mixed runs the forward passes under autocast
+    # (engine/precision.py); in the run key unless 32-true
+    precision: str = DEFAULT_PRECISION
+    device: Optional[str] = None  # train.accelerator's older name (null: not given)
+    processes: Optional[int] = None  # train.devices' older name (null: not given)
 
 
 @dataclass
@@ -268,6 +290,14 @@ def register_configs() -> None:
             cs.store(group=f"schema/{group}", name=name, node=node)
 
 
+# Lightning Fabric's accelerator names (gpu: CUDA, else Apple's MPS; auto: the best one here).
+ACCELERATORS = ("cpu", "cuda", "gpu", "mps", "auto")
+# train fields with an older name (older -> field): the older name still sets the field (the
+# field's default is `${fedrepro.older:...}`), both set to different values are refused, and
+# the run key hashes the value under the name it had when the stored runs were made
+# (`identity`): `device`; devices / processes are not in the key.
+TRAIN_ALIASES = {"device": "accelerator", "processes": "devices"}
+
 # Values that are free text in YAML but must come from a fixed set.
 CHOICES = {
     "split.kind": ("iid", "dirichlet", "shards", "mixed", "natural"),
@@ -288,7 +318,8 @@ CHOICES = {
     "logger.name": ("csv", "wandb"),
     "logger.wandb_mode": ("offline", "online", "disabled"),
     "train.executor": ("auto", "sequential", "batched"),
-    "train.device": ("cpu", "cuda", "auto"),
+    "train.accelerator": ACCELERATORS,
+    "train.precision": PRECISIONS,
     "metrics.entropy": ("pooled", "per_client"),
     "metrics.lossless": ("zstd", "lzma", "none"),
 }
@@ -304,7 +335,7 @@ RANGES: dict[str, str] = {
     "train.local_steps": ">= 1", "train.batch_size": ">= 1", "train.lr": "> 0",
     "train.lr_decay": "(0, 1]", "train.weight_decay": ">= 0", "train.clip_norm": "> 0",
     "train.eval_every": ">= 1", "train.checkpoint_every": ">= 1", "train.checkpoint_minutes": "> 0",
-    "train.processes": ">= 1",
+    "train.devices": ">= 1", "train.processes": ">= 1",
     "metrics.bin_width": "> 0",
     "participation.rate": "(0, 1]", "participation.cohort_size": ">= 1",
     "split.alpha": "> 0", "split.sigma": ">= 0", "split.shards_per_client": ">= 1",
@@ -327,6 +358,7 @@ RANGES: dict[str, str] = {
 NULL_MEANS = {
     "train.local_steps": "local_epochs instead", "train.clip_norm": "no clipping",
     "train.checkpoint_minutes": "no timed checkpoints", "participation.cohort_size": "from rate",
+    "train.processes": "not given: train.devices decides",
     "compressor.k": "from k_fraction",
     **{f"profile.{key}": "no cap" for key in ("max_rounds", "max_local_epochs", "max_local_steps",
                                               "max_test_samples", "max_train_eval_samples", "min_eval_every")},
@@ -452,11 +484,93 @@ def _disagree(name: str, alias: str, value: Any, field_name: str, field_value: A
             f"{name}'s other name of {field_name}; set only algorithm.{field_name}")
 
 
+def _check_train_aliases(cfg: DictConfig) -> None:
+    """train.device / train.processes (TRAIN_ALIASES): checked under the name typed, and refused
+    when they disagree with train.accelerator / train.devices."""
+    t = cfg.train
+    for alias, field_name in TRAIN_ALIASES.items():
+        value = t[alias]
+        if value is None:
+            continue
+        key = f"train.{alias}"
+        if field_name == "accelerator" and value not in ACCELERATORS:
+            raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(ACCELERATORS)}")
+        if key in RANGES and not _admits(RANGES[key], value):
+            raise ConfigError(f"{key}={value} is invalid: it must be {_allowed(key)}")
+        if t[field_name] != value:
+            raise ConfigError(_train_disagree(alias, value, field_name, t[field_name]))
+
+
+def _train_disagree(alias: str, value: Any, field_name: str, field_value: Any) -> str:
+    return (f"train.{alias}={value} and train.{field_name}={field_value} disagree: {alias} is the older "
+            f"name of {field_name}; set only train.{field_name}")
+
+
+def _check_precision(cfg: DictConfig) -> None:
+    """Fabric's precision names this suite does not run, with the reason (unknown names: CHOICES)."""
+    value = cfg.train.precision
+    if value in UNSUPPORTED_PRECISIONS:
+        raise ConfigError(f"train.precision={value} is not supported here: {UNSUPPORTED_PRECISIONS[value]}; "
+                          f"choose one of: {', '.join(PRECISIONS)}")
+
+
+def check_machine(cfg: DictConfig) -> None:
+    """Refuse, before any training, the Lightning knobs this machine cannot run: an accelerator it
+    lacks, more GPUs than it has, a precision its accelerator does not do (16-mixed off CUDA:
+    Fabric would quietly run bf16-mixed on the CPU; bf16-mixed on a GPU without bfloat16).
+    The runner asks it before a run that is not finished gets a folder; run.py again right
+    before building Fabric."""
+    import torch
+
+    t = cfg.train
+    name, devices, precision = t.accelerator, t.devices, t.precision
+
+    def typed(field_name: str, alias: str) -> str:  # the name the value was given under
+        given = t.get(alias) is not None and OmegaConf.is_interpolation(t, field_name)
+        return f"train.{alias if given else field_name}={t[field_name]}"
+
+    cuda = torch.cuda.is_available()
+    mps = bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+    asked, fix = typed("accelerator", "device"), "use train.accelerator=cpu"
+    if name == "cuda" and not cuda:
+        raise ConfigError(f"{asked} needs a CUDA GPU and this machine has none "
+                          f"(torch.cuda.is_available() is False, torch {torch.__version__}): {fix}")
+    if name == "gpu" and not (cuda or mps):
+        raise ConfigError(f"{asked} needs a CUDA or MPS GPU and this machine has neither "
+                          f"(torch.cuda.is_available() and torch.backends.mps.is_available() are False): {fix}")
+    if name == "mps" and not mps:
+        raise ConfigError(f"{asked} needs Apple's MPS backend, not available here "
+                          f"(torch.backends.mps.is_available() is False): {fix}")
+    # what Fabric runs `gpu` and `auto` on (its connector's order: MPS before CUDA)
+    kind = {"gpu": "mps" if mps else "cuda", "auto": "mps" if mps else "cuda" if cuda else "cpu"}.get(name, name)
+    if kind == "cuda" and devices > torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        raise ConfigError(f"{typed('devices', 'processes')} asks for {devices} CUDA GPUs and this machine has "
+                          f"{count}: set train.devices={count} or less")
+    if kind == "mps" and devices > 1:
+        raise ConfigError(f"{typed('devices', 'processes')} on MPS: Apple's MPS backend is one device; "
+                          f"set train.devices=1")
+    if precision == "16-mixed" and kind != "cuda":
+        raise ConfigError(f"train.precision=16-mixed needs a CUDA GPU (float16 autocast), and the run is "
+                          f"on {kind} ({asked}): use train.precision=bf16-mixed or 32-true")
+    if precision == "bf16-mixed" and kind == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError(f"train.precision=bf16-mixed: this GPU ({torch.cuda.get_device_name()}) has no "
+                          f"bfloat16 support (torch.cuda.is_bf16_supported() is False): use "
+                          f"train.precision=16-mixed or 32-true")
+    if precision == "bf16-mixed" and kind == "mps":
+        raise ConfigError(f"train.precision=bf16-mixed is not run on MPS here (train.accelerator={name}): "
+                          f"use train.precision=32-true")
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError for the first invalid value, naming the valid ones: non-finite numbers
-    anywhere, then choices, then the checks with a specific hint, then RANGES for the rest."""
+    anywhere, then choices, then the checks with a specific hint, then RANGES for the rest. What
+    this machine cannot run is `check_machine`'s, asked only where a run is about to be computed
+    (a finished run made on a GPU still reads back here)."""
     apply_aliases(cfg)
     _check_aliases(cfg)
+    _check_train_aliases(cfg)
+    _check_precision(cfg)
     _check_finite(cfg)
     for key, allowed in CHOICES.items():
         value = _get(cfg, key)
@@ -579,6 +693,23 @@ def _hashed_under_alias(cfg: DictConfig, algorithm: dict) -> None:
         algorithm[alias] = value
 
 
+def _train_hashed_under_older_names(train: dict) -> None:
+    """Lightning's knobs in the key as every stored run has them: the accelerator under `device`
+    (its name then; archived runs hold only `device: cpu`), devices / processes not at all (sharding
+    gives the same numbers, tested), precision only when not 32-true (a mixed precision changes the
+    numbers). An older name that disagrees with its field is refused."""
+    for alias, field_name in TRAIN_ALIASES.items():
+        given, value = train.pop(alias, None), train.pop(field_name, None)
+        if value is None:  # stored before the field existed
+            value = given
+        elif given is not None and given != value:
+            raise ConfigError(_train_disagree(alias, given, field_name, value))
+        if field_name == "accelerator" and value is not None:
+            train["device"] = value
+    if train.get("precision", DEFAULT_PRECISION) == DEFAULT_PRECISION:
+        train.pop("precision", None)
+
+
 def identity(cfg: DictConfig) -> dict:
     data = OmegaConf.to_container(cfg, resolve=True)
     for key in _NOT_IN_KEY:
@@ -587,10 +718,10 @@ def identity(cfg: DictConfig) -> dict:
     _hashed_under_alias(cfg, data["algorithm"])
     for when in ("checkpoint_every", "checkpoint_minutes"):  # when to save, not what is computed
         data["train"].pop(when, None)
-    # how the clients are computed, not what: sharding gives the same numbers (tested); the
-    # batched executor agrees with the sequential one to float rounding only, so it is keyed
-    # (as resolved: auto's sequential runs keep the keys they had before auto existed)
-    data["train"].pop("processes", None)
+    _train_hashed_under_older_names(data["train"])
+    # how the clients are computed, not what: the batched executor agrees with the sequential one
+    # to float rounding only, so it is keyed (as resolved: auto's sequential runs keep the keys
+    # they had before auto existed)
     data["train"]["executor"] = resolved_executor(cfg)
     # Keys added with compression leave the key of a run that does not use them as it was:
     # nothing compressed in either direction -> the compressor's parameters change nothing;

@@ -20,13 +20,14 @@ from fedrepro.algorithms import Federation, build_algorithm
 from fedrepro.algorithms.registry import entry
 from fedrepro.attacks.upload import upload_attack
 from fedrepro.compression import build_channel
-from fedrepro.config import effective, resolved_executor
+from fedrepro.config import check_machine, effective, resolved_executor
 from fedrepro.data.loaders import dataset_for
 from fedrepro.data.partition import make_partition, partition_summary
 from fedrepro.engine import sharded
 from fedrepro.engine.batched import BatchedExecutor
 from fedrepro.engine.local import SequentialExecutor
 from fedrepro.engine.loop import EvalData, RoundLoop, Schedule
+from fedrepro.engine.precision import DEFAULT_PRECISION
 from fedrepro.errors import ConfigError, DivergenceError
 from fedrepro.metrics.ledger import Ledger
 from fedrepro.models.flat import model_for
@@ -287,16 +288,19 @@ def build_federation(cfg: DictConfig, data, parts: list, device="cpu", *, ledger
                           wire_bits=True, lossless=cfg.metrics.lossless, **ledger_kw)
     channel = build_channel(cfg.compressor, num_clients=len(parts), seed=cfg.seed)
     t, p = cfg.train, cfg.participation
+    # train.precision: the executors and the evaluation enter Fabric's autocast context themselves
+    # (engine/precision.py), so a federation built without Fabric computes the same numbers
+    precision = t.get("precision", DEFAULT_PRECISION)
     executor_class = BatchedExecutor if resolved_executor(cfg) == "batched" else SequentialExecutor
     executor = executor_class(model, x_train, y_train, client_indices, batch_size=t.batch_size,
                               weight_decay=t.weight_decay, clip_norm=t.clip_norm, seed=cfg.seed,
-                              augment=data.augment)
+                              augment=data.augment, precision=precision)
     if fabric is not None and fabric.world_size > 1:
         executor = sharded.ShardedExecutor(executor, fabric)
     loop = RoundLoop(model=model, algorithm=algorithm, executor=executor, ledger=ledger,
                      client_sizes=sizes, theta0=theta0, eff=eff, eval_data=eval_data,
                      schedule=Schedule(t.lr, t.lr_decay, t.batch_size, p.mode, p.rate,
-                                       p.cohort_size, cfg.seed), channel=channel)
+                                       p.cohort_size, cfg.seed), channel=channel, precision=precision)
     return Federated(eff, data, model, algorithm, loop, client_indices)
 
 
@@ -307,20 +311,23 @@ def run_federated(cfg: DictConfig, key: str, folder: Path, *, interrupt_after: O
     the summary is written (runner.run_experiment passes accuracy.png's)."""
     from lightning.fabric import Fabric
 
-    processes = cfg.train.processes
-    if processes == 1:
-        fabric = Fabric(accelerator=cfg.train.device, devices=1, precision="32-true")
+    # Lightning's knobs as the config resolved them (train.device / train.processes are older
+    # names of accelerator / devices); refused here, before Fabric, if this machine cannot run them
+    check_machine(cfg)
+    t = cfg.train
+    if t.devices == 1:
+        fabric = Fabric(accelerator=t.accelerator, devices=1, precision=t.precision)
         return _train(fabric, cfg, key, folder, interrupt_after, quiet, ledger_class, figure)
     # client sharding: every rank runs the whole round loop (the server step is cheap and
     # deterministic), trains its share of the round's clients, and gathers everyone's models
     # (engine/sharded.py); rank 0 alone writes the run folder and logs
-    return sharded.spawn(_train, processes, cfg.train.device, cfg, key, folder, interrupt_after, quiet,
-                         ledger_class, figure)
+    return sharded.spawn(_train, t.devices, t.accelerator, cfg, key, folder, interrupt_after, quiet, ledger_class,
+                         figure, precision=t.precision)
 
 
 def _train(fabric, cfg: DictConfig, key: str, folder: Path, interrupt_after: Optional[int], quiet: bool,
            ledger_class: type, figure: Optional[Callable]) -> dict:
-    """The run on `fabric`'s rank (one process, or one of train.processes); rank 0 writes."""
+    """The run on `fabric`'s rank (one process, or one of train.devices); rank 0 writes."""
     leader = fabric.global_rank == 0
     quiet = quiet or not leader
     eff = effective(cfg)

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from fedrepro import run, store
 from fedrepro.algorithms.registry import entry
-from fedrepro.config import run_key, validate
+from fedrepro.config import check_machine, run_key, validate
 from fedrepro.errors import DataError, FedreproError, one_line
 from fedrepro.metrics.ledger import Ledger
 
@@ -53,6 +53,7 @@ def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,
     if done is not None:
         run.announce(cfg, key, folder, quiet, reused=True)
         return RunResult(key, folder, done, reused=True)
+    check_machine(cfg)  # an accelerator or precision this machine lacks: refused before any folder
     run.announce(cfg, key, folder, quiet)
     if not entry(cfg.algorithm.name).federated:
         from fedrepro.centralized import run_centralized  # Lightning's Trainer: loaded when needed
@@ -170,6 +171,10 @@ def execute(cfg, *, quiet: bool = True):
     folder = store.run_dir(cfg.results_root, key)
     if store.done_summary(folder) is not None:
         return run_experiment(cfg, quiet=quiet)  # reuse: no lock needed
+    try:  # what this machine cannot run is refused before the run gets a folder or a failure record
+        check_machine(cfg)
+    except FedreproError as exc:
+        return Failure(one_line(exc), detail=str(exc))
 
     def waiting():
         log.info(f"{folder} is being computed by another process; waiting for it")

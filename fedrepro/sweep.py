@@ -7,8 +7,8 @@
 * at the end of a multirun, the sweep folder gets `runs.csv` (one row per job: its swept keys,
   status, final metrics, run folder; a job whose run failed or never started is a row with that
   status), `curves.csv` (the runs' metrics.csv in long format: key, round, metric, value) and
-  `sweep.png` (the headline metric against the swept value when one numeric key is swept, else
-  its curve per job).
+  `sweep.png` (the headline metric against the numeric swept key with the most values, a line for
+  each combination of the other swept keys; with no numeric swept key, its curve per job).
 
 The headline metric is the server model's test accuracy, or its test loss for regression (the
 matrix-sensing model, whose accuracy is 0 by construction): `python -m fedrepro` returns it, so
@@ -170,9 +170,21 @@ def _numeric(values) -> Optional[list[float]]:
         return None
 
 
+def _x_key(done: pd.DataFrame, swept: list[str]) -> Optional[str]:
+    """The swept key to put on the x axis: the numeric one with the most distinct values (at least
+    two), or None when no swept key is numeric."""
+    best = None
+    for key in swept:
+        xs = _numeric(done[key])
+        if xs is not None and len(set(xs)) >= 2 and (best is None or len(set(xs)) > best[1]):
+            best = (key, len(set(xs)))
+    return best[0] if best else None
+
+
 def sweep_figure(table: pd.DataFrame, curves: pd.DataFrame, out: Path) -> Path:
-    """sweep.png: the headline metric against the swept value when one numeric key is swept,
-    else the headline metric's curve of each job."""
+    """sweep.png: the headline metric against a numeric swept key (the one with the most values),
+    one line for each combination of the other swept keys; else, with no numeric swept key, the
+    headline metric's curve of each job."""
     from fedrepro.reports.figures import metric_figure, panel_grid
 
     done = table[table["status"] == "finished"] if "headline" in table else table.iloc[:0]
@@ -180,16 +192,25 @@ def sweep_figure(table: pd.DataFrame, curves: pd.DataFrame, out: Path) -> Path:
     swept = table.attrs["swept"]
     failed = len(table) - len(done)
     note = f" ({failed} of {len(table)} jobs not finished)" if failed else ""
-    xs = _numeric(done[swept[0]]) if len(swept) == 1 and len(done) else None
-    if xs is not None:
-        fig, axes = panel_grid(1, 1, (6.4, 4.2), dpi=120)
+    x_key = _x_key(done, swept) if len(done) else None
+    if x_key is not None:
+        others = [k for k in swept if k != x_key]
+        fig, axes = panel_grid(1, 1, (7.2 if others else 6.4, 4.2), dpi=120)
         ax = axes[0, 0]
-        points = sorted((x, y) for x, y in zip(xs, done["headline"].astype(float)) if math.isfinite(y))
-        ax.plot([x for x, _ in points], [y for _, y in points], marker="o")
-        if min(xs) > 0 and max(xs) / min(xs) >= 100:  # a sweep over decades (lr, mu): log scale
+        groups = done.groupby(others, sort=False, dropna=False) if others else [((), done)]
+        for values, rows in groups:
+            values = values if isinstance(values, tuple) else (values,)
+            points = sorted((x, y) for x, y in zip(_numeric(rows[x_key]), rows["headline"].astype(float))
+                            if math.isfinite(y))
+            label = " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(others, values)) or None
+            ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=label)
+        xs = _numeric(done[x_key])
+        if min(xs) > 0 and max(xs) / min(xs) >= 100:  # a sweep over decades (lr, lambda1): log scale
             ax.set_xscale("log")
-        ax.set(xlabel=swept[0], ylabel=f"final {metric}", title=f"{metric} against {swept[0]}{note}")
+        ax.set(xlabel=x_key, ylabel=f"final {metric}", title=f"{metric} against {x_key}{note}")
         ax.grid(alpha=0.3)
+        if others:
+            ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
         fig.tight_layout()
         fig.savefig(out, format="png")
         return out

@@ -12,26 +12,6 @@ import fedrepro  # noqa: E402,F401  (torchvision shim first)
 os.environ.setdefault("WANDB_MODE", "offline")
 
 
-# A target's command-line parse sets these for the rest of its process (reports/cli.py): each
-# module, and each test, ends with the values it started with (a module fixture's own settings
-# hold for its tests; its parse does not reach the next module).
-_PARSER_ENV = ("FEDREPRO_DATA_ROOT", "FEDREPRO_LAUNCHER", "FEDREPRO_DONE_ONLY")
-
-
-def _restored_afterwards():
-    saved = {n: os.environ.get(n) for n in _PARSER_ENV}
-    yield
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-
-
-_module_parser_environment = pytest.fixture(autouse=True, scope="module")(_restored_afterwards)
-_parser_environment = pytest.fixture(autouse=True)(_restored_afterwards)
-
-
 @pytest.fixture
 def results(tmp_path):
     return str(tmp_path / "results")

@@ -16,7 +16,6 @@ def test_archived_runs_restore_into_a_new_store_and_render_the_same_table(tmp_pa
     def grid_main(argv):
         return experiments_main(["grid", *argv])
 
-    monkeypatch.setenv("FEDREPRO_DONE_ONLY", "0")  # recorded, so the variable is unset again after the test
     data = Path(os.environ.get("FEDREPRO_DATA_ROOT", "data")).resolve()
     monkeypatch.setenv("FEDREPRO_DATA_ROOT", str(data))  # absolute, as make and CI give it
     first, second, arch = str(tmp_path / "first"), str(tmp_path / "second"), tmp_path / "archive"

@@ -46,7 +46,7 @@ def test_every_fen_file_is_its_tables_run():
         dataset, split, participation = path.stem.rsplit("_", 2)
         algorithm = fen.SIX[i % len(fen.SIX)]
         cell = fen.cell({"dataset_key": dataset, "split_key": splits[split], "algorithm_key": algorithm},
-                        participation, "smoke")
+                        participation, "smoke", data_root="data")
         assert _key([f"+experiment={_choice(path)}", f"algorithm={algorithm}"]) == _key(cell.overrides), path
 
 

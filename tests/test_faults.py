@@ -28,7 +28,7 @@ CELLS = ["fedavg_qsgd=algorithm=fedavg compressor=qsgd", "fedprox=algorithm=fedp
 
 def _env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("FEDREPRO_TEST_FAULT", "LAUNCHER", "FEDREPRO_LAUNCHER", "JOBS", "SEEDS", "PROFILE",
+           if k not in ("FEDREPRO_TEST_FAULT", "LAUNCHER", "DONE_ONLY", "JOBS", "SEEDS", "PROFILE",
                         "WANDB_API_KEY", "WANDB_ENTITY", "RAY_ADDRESS")}
     env.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0", WANDB_MODE="offline")
     env.update(extra)
@@ -375,7 +375,6 @@ def test_status_tells_an_unfinished_runs_pace_and_the_time_left_at_it(tmp_path):
 
 
 def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("FEDREPRO_DONE_ONLY", "0")  # recorded, so the variable is unset again after the test
     root = str(tmp_path)
     common = ["--results-root", root, "--profile", "smoke", "--name", "partial"]
     extra = ["--", "train.num_clients=10"]
@@ -390,10 +389,9 @@ def test_done_only_renders_finished_runs_and_trains_nothing(tmp_path, monkeypatc
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == runs_before  # nothing was trained
     assert grid_main([*common, "--cell=todo=algorithm=fedprox", *extra]) == 0  # the next target trains again
     from fedrepro.reports.grid import refuse_done_only  # targets with loops of their own say so
-    refuse_done_only("losac-fig7")  # not asked for: nothing to refuse
-    monkeypatch.setenv("FEDREPRO_DONE_ONLY", "1")
+    refuse_done_only("losac-fig7", False)  # not asked for: nothing to refuse
     with pytest.raises(SystemExit, match="its own loop"):
-        refuse_done_only("losac-fig7")
+        refuse_done_only("losac-fig7", True)
     monkeypatch.setenv("DONE_ONLY", "yes")  # make DONE_ONLY=yes: refused, naming the variable
     with pytest.raises(SystemExit):
         grid_main([*common, "--cell=todo=algorithm=fedprox", *extra])
@@ -430,14 +428,10 @@ def test_reading_another_targets_runs_trains_nothing(tmp_path):
 def test_a_parse_sets_the_launcher_anew(monkeypatch, capsys):
     """Two targets in one process: the first one's --launcher is not the second one's default."""
     from fedrepro.reports.cli import table_parser
-    from fedrepro.reports.grid import default_launcher
 
-    monkeypatch.setenv("FEDREPRO_LAUNCHER", "local")  # recorded, so the test leaves it as it was
     monkeypatch.delenv("LAUNCHER", raising=False)
-    table_parser("first").parse_args(["--launcher", "joblib"])
-    assert default_launcher() == "joblib"
+    assert table_parser("first").parse_args(["--launcher", "joblib"]).launcher == "joblib"
     assert table_parser("second").parse_args([]).launcher == "local"
-    assert default_launcher() == "local"
     monkeypatch.setenv("LAUNCHER", "submitit_local")  # make LAUNCHER=... stays the default
     assert table_parser("third").parse_args([]).launcher == "submitit_local"
     monkeypatch.setenv("LAUNCHER", "slurm")  # not a launcher: refused, naming the variable and the choices

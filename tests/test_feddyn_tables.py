@@ -104,14 +104,14 @@ def verdict(claim, rows):
 
 def test_settings_option_keeps_those_rows_and_refuses_an_unknown_one():
     ref = common.load_table(2)
-    kept, notes = common.select_rows(ref, "shakespeare", "all", "10%")
+    kept, notes = common.select_rows(ref, "shakespeare", "all", "10%", data_root="data")
     assert set(kept.setting) == {"10%"} and set(kept.dataset_key) == {"shakespeare"} and len(kept) > 0
     assert any("rows of settings 100% omitted" in n for n in notes), notes
     ap = table_parser("t")
     common.add_table_options(ap)
     assert ap.parse_args(["--settings", "10%"]).settings == "10%"
     with pytest.raises(SystemExit, match=r"no setting '10'; its settings are 10%, 100%"):
-        common.select_rows(ref, "shakespeare", "all", "10")
+        common.select_rows(ref, "shakespeare", "all", "10", data_root="data")
 
 
 def test_filtered_render_keeps_the_other_saved_rows(tmp_path):
@@ -248,12 +248,14 @@ def test_figure8_redrawn_from_the_table_runs(smoke):
     assert all(curves[t] == sorted(settings.ALGORITHMS) for t in drawn)
 
 
-def test_figures_use_the_table_overrides():
+def test_figures_use_the_table_overrides(monkeypatch):
+    monkeypatch.setitem(settings.DATASETS, "mnist", ["dataset=mnist_5k", "model=mlp_mnist"])  # runs anywhere
     ref = common.load_table(2)
-    cells, rows = common.grid(ref[(ref.dataset_key == "mnist") & (ref.split_key == "iid")])
+    cells, rows = common.grid(ref[(ref.dataset_key == "mnist") & (ref.split_key == "iid")], data_root="data")
     table = {(r["participation"], r["algorithm_key"]): c.overrides for c, r in zip(cells, rows)}
+    assert all(table.values())  # runnable: the comparison below compares runs
     for p in (1.0, 0.1):
-        panel = figures.convergence("mnist", [(p, 100, "balanced", "iid")])[0]
+        panel = figures.convergence("mnist", [(p, 100, "balanced", "iid")], None, "data")[0]
         assert {alg: c.overrides for alg, c in panel.cells.items()} == {a: table[(p, a)] for a in settings.ALGORITHMS}
 
 
@@ -281,9 +283,9 @@ def test_table6_smoke_runs_the_generator_on_its_own_devices(tmp_path, capsys):
     assert "**FDY-T6-1**" in (tmp_path / "tables" / "feddyn_table6_claims.md").read_text()
 
 
-def test_table1_lists_every_row_when_no_dataset_runs(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("FEDREPRO_DATA_ROOT", str(tmp_path / "no-data"))  # no CIFAR here
-    assert render("table1", ["--profile", "smoke", "--results-root", str(tmp_path)]) == 0
+def test_table1_lists_every_row_when_no_dataset_runs(tmp_path, capsys):
+    no_data = tmp_path / "no-data"  # no CIFAR here
+    assert render("table1", ["--profile", "smoke", "--results-root", str(tmp_path), "--data-root", str(no_data)]) == 0
     table = pd.read_csv(tmp_path / "tables" / "feddyn_table1.csv")
     assert len(table) == 64 and set(table.status) == {"not run"}
     assert "every row is listed" in (tmp_path / "tables" / "feddyn_table1.md").read_text()

@@ -70,32 +70,32 @@ def test_settings_agree_with_the_papers_table5():
         assert math.isclose(ours, paper), (r.dataset_key, r.algorithm_key, r.hyperparameter, ours, paper)
 
 
-def test_tables_2_and_3_ask_for_the_same_runs_and_table4_caps_only_at_quick(monkeypatch, tmp_path):
+def test_tables_2_and_3_ask_for_the_same_runs_and_table4_caps_only_at_quick(tmp_path):
     # With no data here (an empty data root), as on a bare clone: the cells are the same runs.
-    monkeypatch.setenv("FEDREPRO_DATA_ROOT", str(tmp_path))
+    here = {"data_root": str(tmp_path)}
     keys = {"dataset_key": "mnist", "split_key": "iid"}
-    t2 = cell({**keys, "algorithm_key": "feddyn"}, "p10", "quick").overrides
-    assert t2 == cell({**keys, "algorithm_key": "feddyn_model"}, "p10", "quick").overrides
-    update = cell({**keys, "algorithm_key": "feddyn_update"}, "p10", "quick").overrides
+    t2 = cell({**keys, "algorithm_key": "feddyn"}, "p10", "quick", **here).overrides
+    assert t2 == cell({**keys, "algorithm_key": "feddyn_model"}, "p10", "quick", **here).overrides
+    update = cell({**keys, "algorithm_key": "feddyn_update"}, "p10", "quick", **here).overrides
     assert run_key(compose_config(t2)) != run_key(compose_config(update))
     assert "algorithm.alpha=0.05" in t2 and "participation=p10" in t2
-    assert "profile.max_local_steps=6" in cell({**keys, "algorithm_key": "fedprox"}, "p100", "quick").overrides
+    assert "profile.max_local_steps=6" in cell({**keys, "algorithm_key": "fedprox"}, "p100", "quick", **here).overrides
     for participation, profile in (("p10", "quick"), ("p100", "smoke"), ("p100", "paper")):
-        overrides = cell({**keys, "algorithm_key": "fedprox"}, participation, profile).overrides
+        overrides = cell({**keys, "algorithm_key": "fedprox"}, participation, profile, **here).overrides
         assert not any(o.startswith("profile.") for o in overrides)
     # A cell whose data is missing keeps its run, and its reason names the files.
-    cifar = cell({"dataset_key": "cifar10", "split_key": "iid", "algorithm_key": "fedprox"}, "p10", "quick")
+    cifar = cell({"dataset_key": "cifar10", "split_key": "iid", "algorithm_key": "fedprox"}, "p10", "quick", **here)
     assert cifar.not_run.startswith(f"data not here: {tmp_path}") and "dataset=cifar10" in cifar.overrides
 
 
-def test_every_target_names_its_runs_on_a_bare_clone(monkeypatch, tmp_path):
-    # No data here: cells() still answers (cheaply, training nothing); with --datasets all every
-    # run is named, with its overrides and why it cannot run.
-    monkeypatch.setenv("FEDREPRO_DATA_ROOT", str(tmp_path))
+def test_every_target_names_its_runs_on_a_bare_clone(tmp_path):
+    # No data here (--data-root an empty folder): cells() still answers (cheaply, training
+    # nothing); with --datasets all every run is named, with its overrides and why it cannot run.
     assert [t.name for t in TARGETS] == ["table2", "table3", "table4", "table5",
                                          *(f"fig{i}" for i in range(1, 10)), "costs"]
     for t in TARGETS:
-        options = parser_for("fen", t, t.name).parse_args(["--profile", "smoke", "--datasets", "all"])
+        options = parser_for("fen", t, t.name).parse_args(["--profile", "smoke", "--datasets", "all",
+                                                           "--data-root", str(tmp_path)])
         cells = t.cells(options, {})
         assert all(c.overrides and c.not_run.startswith("data not here") for c in cells), t.name
         assert bool(cells) != bool(getattr(t, "trains_outside_store", "")), t.name

@@ -116,3 +116,25 @@ def test_job_folders_of_an_earlier_multirun_into_the_same_folder_are_left_out(tm
     (tmp_path / "multirun.yaml").write_text("{}\n")
     assert [p.name for p in sweep.job_dirs(tmp_path)] == ["0", "1"]
     assert sweep.parse_overrides(tmp_path / "1") == {"seed": "1"}
+
+
+def test_sweep_figure_puts_the_numeric_key_with_most_values_on_x(tmp_path, monkeypatch):
+    """The README's FedElasticNet sweep (3 algorithms x 3 lambda1 x 2 epsilon): lambda1 on the x
+    axis, one line for each algorithm and epsilon; with no numeric swept key, curves per job."""
+    swept = ["algorithm", "algorithm.lambda1", "algorithm.epsilon"]
+    rows = [{"job": i, "algorithm": a, "algorithm.lambda1": l1, "algorithm.epsilon": eps, "status": "finished",
+             "metric": "server_test_acc", "headline": 0.5 + 0.01 * i, "key": f"k{i}"}
+            for i, (a, l1, eps) in enumerate((a, l1, eps) for a in ("fen_alg1", "fen_alg2", "fen_alg3")
+                                             for l1 in (1e-6, 1e-5, 1e-4) for eps in (0, 1e-3))]
+    table = pd.DataFrame(rows)
+    table.attrs["swept"] = swept
+    assert sweep._x_key(table, swept) == "algorithm.lambda1"
+    assert sweep._x_key(table, ["algorithm"]) is None
+    import matplotlib.pyplot as plt
+    saved = []
+    real_savefig = plt.Figure.savefig
+    monkeypatch.setattr(plt.Figure, "savefig", lambda fig, *a, **k: (saved.append(fig), real_savefig(fig, *a, **k))[1])
+    sweep.sweep_figure(table, pd.DataFrame(columns=["key", "round", "metric", "value"]), tmp_path / "s.png")
+    lines = saved[0].axes[0].get_lines()
+    assert len(lines) == 6 and all(len(line.get_xdata()) == 3 for line in lines)
+    assert saved[0].axes[0].get_xscale() == "log"

@@ -2,16 +2,21 @@
 runs without running anything (what status and archive read), and the driver holds a target to
 the runs it declared."""
 import ast
+import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from experiments import registry
 from experiments.__main__ import main as experiments_main
 from experiments.__main__ import parser_for
+from fedrepro.data.mnist import MNIST_MD5
 from fedrepro.errors import ConfigError
+from fedrepro.reports import grid
 from fedrepro.reports import target as targets
 from fedrepro.reports.claims import load_claims
+from fedrepro.reports.cli import table_parser
 from fedrepro.reports.grid import Cell
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,10 +69,10 @@ class _Toy:
         return 0
 
 
-def _options(tmp_path):
+def _options(tmp_path, *more):
     _, grid_target = registry.find("grid")
     return parser_for("baselines", grid_target, "toy").parse_args(
-        ["--profile", "smoke", "--results-root", str(tmp_path), "--cell", "x=algorithm=fedavg"])
+        ["--profile", "smoke", "--results-root", str(tmp_path), "--cell", "x=algorithm=fedavg", *more])
 
 
 def test_the_driver_runs_each_declared_run_once_and_refuses_undeclared_ones_and_unknown_knobs(tmp_path):
@@ -120,3 +125,88 @@ def test_overrides_reach_every_run_of_a_target(tmp_path, monkeypatch):
 
     cfg = compose_config(run["overrides"])
     assert cfg.train.lr == 0.02 and cfg.train.num_clients == 10
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line's choices travel as options, never through os.environ
+
+
+def test_a_parse_leaves_the_environment_as_it_was(tmp_path, monkeypatch):
+    """--data-root, --done-only and --launcher are the parsed options and nothing else: a parse
+    writes no environment variable (two targets in one process do not see each other's
+    choices); the environment only gives the defaults, read when the parser is built."""
+    before = dict(os.environ)
+    paper, t = registry.find("fen-table2")
+    argv = ["--profile", "smoke", "--data-root", str(tmp_path), "--done-only", "--launcher", "joblib"]
+    options = parser_for(paper, t, "fen-table2").parse_args(argv)
+    assert (options.data_root, options.done_only, options.launcher) == (str(tmp_path), True, "joblib")
+    table_parser("bare").parse_args(argv)
+    assert dict(os.environ) == before
+
+    monkeypatch.setenv("FEDREPRO_DATA_ROOT", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("LAUNCHER", "submitit_local")
+    monkeypatch.setenv("DONE_ONLY", "1")
+    defaults = table_parser("defaults").parse_args([])
+    assert (defaults.data_root, defaults.launcher, defaults.done_only) == (
+        str(tmp_path / "elsewhere"), "submitit_local", True)
+
+
+def _with_mnist(root: Path) -> Path:
+    """A data folder where MNIST is 'here' to the data checks (they look for the files only)."""
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for name in MNIST_MD5:
+        (raw / name).touch()
+    return root
+
+
+def test_a_target_looks_for_its_data_in_its_data_root(tmp_path, monkeypatch):
+    """The "data not here" checks read --data-root (options.data_root): with MNIST in the
+    environment's data folder but --data-root an empty folder, every row of FedElasticNet Table 2
+    is named and rendered as not run because its data is not there."""
+    monkeypatch.setenv("FEDREPRO_DATA_ROOT", str(_with_mnist(tmp_path / "env-data")))  # the default only
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    results = tmp_path / "results"
+    paper, t = registry.find("fen-table2")
+
+    def options(*more):
+        return parser_for(paper, t, "fen-table2").parse_args(
+            ["--profile", "smoke", "--datasets", "all", "--results-root", str(results), *more])
+
+    assert {c.keys["dataset_key"] for c in t.cells(options(), {}) if not c.not_run} == {"mnist"}
+    cells = t.cells(options("--data-root", str(empty)), {})
+    assert cells and all(c.overrides and c.not_run.startswith(f"data not here: {empty}") for c in cells)
+    assert targets.plan(t, options("--data-root", str(empty))) == []
+
+    assert targets.run(t, options("--data-root", str(empty), "--done-only")) == 0
+    table = pd.read_csv(results / "tables" / "fedelasticnet_table2.csv")
+    assert len(table) and set(table.status) == {"not run"}
+    assert table.ours.str.contains("data not here").all(), table.ours.tolist()
+    assert not list(results.rglob("summary.json"))  # nothing trained
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_the_driver_takes_done_only_and_the_launcher_from_its_options(tmp_path, monkeypatch):
+    """--done-only renders from the store, training nothing; --launcher picks the launcher: both
+    read from the options the driver is given (the environment says nothing to it)."""
+    monkeypatch.delenv("DONE_ONLY", raising=False)
+    toy = _Toy(lambda results: results.cells)
+    assert targets.run(toy, _options(tmp_path, "--done-only"), {"clients": 5}) == 0
+    assert list(toy.seen.status) == ["not run"] * 3 and toy.seen.reason[0] == grid.NOT_COMPUTED
+    assert not list(tmp_path.rglob("summary.json"))  # nothing trained
+
+    seen = {}
+
+    def launch(args, **kw):
+        seen.update(kw, runs=len(args))
+        raise _Stop
+
+    monkeypatch.setattr(grid, "launch", launch)
+    monkeypatch.setenv("LAUNCHER", "ray")  # read by the parser only, as a default
+    with pytest.raises(_Stop):
+        targets.run(toy, _options(tmp_path, "--launcher", "joblib", "--jobs", "2"), {"clients": 5})
+    assert (seen["launcher"], seen["jobs"], seen["runs"]) == ("joblib", 2, 1)

@@ -20,7 +20,7 @@ from typing import Optional
 
 import pandas as pd
 
-from fedrepro.metrics.targets import Count, fewer, gain
+from fedrepro.metrics.targets import Count, fewer, gain, models_to_target, rounds_to_target
 from fedrepro.reports import claims as shared
 from fedrepro.reports.claims import Checks, combine, tally
 
@@ -462,3 +462,164 @@ def fdy_t5_2(ours):
     if results:
         detail += f"\nFedDyn wins outright (fewer than both) in {wins} of {len(results)} rows"
     return verdict, detail
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures 1, 2, 4-13: the curves (figures.curve_frame: one row per drawn curve, seed 0)
+#
+# `ours` has figure, panel, participation, curve, status ("ok" or why it has no data), rounds,
+# tail (mean test accuracy in % over the last 10 % of the evaluated rounds), prev_tail (over the
+# 10 % before), best, final, finite, metrics (the run's metrics.csv). Each curve is one seed:
+# the margins below are the catalogue's, and a verdict says so.
+
+TAIL = "tail mean = mean test accuracy (all clients' models) over the last 10 % of evaluated rounds, seed 0"
+
+
+def _panels(ours: pd.DataFrame):
+    """(panel title, {curve: row}) of every panel, in drawing order; rows without data left out."""
+    for title, rows in ours.groupby("panel", sort=False):
+        yield title, {r.curve: r for r in rows.itertuples() if r.status == "ok"}, rows
+
+
+def _lacking(rows: pd.DataFrame, needed, where: str = "") -> dict:
+    """{why: {where: [curves]}} for the needed curves without data (`where`: the panel)."""
+    out: dict = {}
+    drawn = {r.curve: r.status for r in rows.itertuples()}
+    for curve in needed:
+        status = drawn.get(curve, "not drawn")
+        if status != "ok":
+            out.setdefault(status, {}).setdefault(where, []).append(curve)
+    return out
+
+
+def _reasons(lacking: dict) -> str:
+    """'why: [panel] a, b; [panel 2] c. why 2: ...' from `_lacking`'s dict."""
+    return ". ".join(f"{why}: " + "; ".join((f"[{where}] " if where else "") + ", ".join(curves)
+                                             for where, curves in panels.items())
+                     for why, panels in lacking.items())
+
+
+def _curve_results(ours: pd.DataFrame, needed: tuple, rule) -> tuple[list, int, str]:
+    """rule(curves) -> (True | False | None, text) for every panel holding `needed` curves; the
+    others are named with what they lack."""
+    results, expected, lacking = [], 0, {}
+    for title, curves, rows in _panels(ours):
+        if not set(needed) <= set(rows["curve"]):
+            continue
+        expected += 1
+        if set(needed) <= set(curves):
+            results.append((title, *rule(curves)))
+        else:
+            for why, panels in _lacking(rows, needed, title).items():
+                lacking.setdefault(why, {}).update(panels)
+    return results, expected, _reasons(lacking)
+
+
+def _every(results: list, statement: str, *, expected: int, need: str = "", reasons: str = "",
+           extra: str = TAIL) -> tuple[str, str]:
+    """All curves' results must hold (claims.every; a panel without its runs leaves the claim
+    undecided), with the tail's definition as a note."""
+    return shared.every(results, statement, expected=expected, need=need, reasons=reasons, extra=extra, strict=True,
+                        nothing=f"no panel has {need or 'its curves'}" + (f": {reasons}" if reasons else ""))
+
+
+def _pct(x: float) -> str:
+    return f"{x:.2f}"
+
+
+@CHECKS.register("FDY-F4-1")
+def fdy_f4_1(ours):
+    def rule(c):
+        fd = c["feddyn"].tail
+        behind = [x for x in BASELINES if fd < c[x].tail - 0.5]
+        text = f"feddyn {_pct(fd)} vs " + ", ".join(f"{x} {_pct(c[x].tail)}" for x in BASELINES)
+        return not behind, text + (f"; more than 0.5 behind {', '.join(behind)}" if behind else "")
+    results, expected, reasons = _curve_results(ours, ALL, rule)
+    return _every(results, "tail mean acc(feddyn) >= acc(X) - 0.5 point for X in scaffold, fedavg, fedprox",
+                  expected=expected, need="all four methods' curves", reasons=reasons)
+
+
+def _alphas(ours: pd.DataFrame) -> tuple[dict, str]:
+    rows = ours[ours["curve"].str.startswith("alpha=")]
+    done = {float(r.curve.split("=", 1)[1]): r for r in rows.itertuples() if r.status == "ok"}
+    return done, _reasons(_lacking(rows, list(rows["curve"])))
+
+
+@CHECKS.register("FDY-F1-1")
+def fdy_f1_1(ours):
+    done, lacking = _alphas(ours)
+    if len(done) < 2 or lacking:
+        return "not evaluated", f"needs every alpha's run; {lacking or 'fewer than two alphas ran'}"
+    best = sorted(((r.best, a) for a, r in done.items()), reverse=True)
+    text = "best test accuracy over rounds: " + ", ".join(f"alpha={a:g} {_pct(b)}" for b, a in best)
+    (top, a_top), (second, a_second) = best[0], best[1]
+    if a_top == 0.1:
+        return ("holds (tie)" if top - second < 0.3 else "holds"), text + f" (seed 0; top two {top - second:.2f} apart)"
+    if a_second == 0.1 and top - second < 0.3:
+        return "holds (tie)", text + f" (seed 0; alpha=0.1 within 0.3 point of alpha={a_top:g})"
+    return "fails", text + f" (seed 0): alpha={a_top:g} is best, not 0.1"
+
+
+@CHECKS.register("FDY-F1-2")
+def fdy_f1_2(ours):
+    done, lacking = _alphas(ours)
+    if len(done) < 2 or lacking:
+        return "not evaluated", f"needs every alpha's run; {lacking or 'fewer than two alphas ran'}"
+    results = [(f"alpha={a:g}", bool(r.finite and abs(r.tail - r.prev_tail) <= 0.5),
+                f"last 10 % {_pct(r.tail)} vs the 10 % before {_pct(r.prev_tail)}") for a, r in sorted(done.items())]
+    finals = [r.final for r in done.values()]
+    spread = max(finals) - min(finals)
+    results.append(("spread of final accuracy", spread >= 0.5, f"max - min = {spread:.2f} point(s)"))
+    return _every(results, "every alpha plateaus (|last 10 % - the 10 % before| <= 0.5) and the alphas' final "
+                  "accuracies spread >= 0.5 point", expected=len(results))
+
+
+def _participation_panel(ours: pd.DataFrame, participation: float) -> tuple[dict, pd.DataFrame]:
+    rows = ours[ours["participation"] == participation]
+    return {r.curve: r for r in rows.itertuples() if r.status == "ok"}, rows
+
+
+@CHECKS.register("FDY-F2-1")
+def fdy_f2_1(ours):
+    curves, rows = _participation_panel(ours, 1.0)
+    needed = ("FedDyn", "FedSplit Act")
+    if not set(needed) <= set(curves):
+        return "not evaluated", f"the 100 % panel needs {', '.join(needed)}: {_reasons(_lacking(rows, needed))}"
+    fd, fs = curves["FedDyn"], curves["FedSplit Act"]
+    results = [("tail mean", fd.tail > fs.tail, f"feddyn {_pct(fd.tail)} vs fedsplit {_pct(fs.tail)}")]
+    for target in ours.attrs.get("targets_100_iid", ()):
+        a, b = rounds_to_target(fd.metrics, target / 100), rounds_to_target(fs.metrics, target / 100)
+        results.append((f"rounds to {target:g} %", fewer(a, b, strict=False), f"feddyn {a} vs fedsplit {b}"))
+    if len(results) == 1:
+        results.append(("rounds to target", None, "Table 2 has no IID 100 % target for this dataset"))
+    return _every(results, "FedDyn above FedSplit (tail mean) and no slower to Table 2's IID targets",
+                  expected=len(results))
+
+
+@CHECKS.register("FDY-F2-2")
+def fdy_f2_2(ours):
+    curves, rows = _participation_panel(ours, 0.1)
+    needed = ("FedDyn", "FedSplit Act", "FedSplit All")
+    if not set(needed) <= set(curves):
+        return "not evaluated", f"the 10 % panel needs {', '.join(needed)}: {_reasons(_lacking(rows, needed))}"
+    fd, act, all_ = (curves[n].tail for n in needed)
+    results = [("FedDyn > FedSplit Act", fd > act, f"{_pct(fd)} vs {_pct(act)}"),
+               ("FedSplit Act > All by >= 5 points", act - all_ >= 5, f"{_pct(act)} vs {_pct(all_)}")]
+    return _every(results, "acc(feddyn) > acc(fedsplit_act) > acc(fedsplit_all) + 5 (tail means)", expected=2)
+
+
+@CHECKS.register("FDY-F11-1")
+def fdy_f11_1(ours):
+    def rule(c):
+        fd = c["feddyn"]
+        target = 0.95 * fd.final / 100
+        models = {x: models_to_target(c[x].metrics, target) for x in ALL}
+        above = all(fd.tail > c[x].tail for x in BASELINES)
+        fewest_models = [fewer(models["feddyn"], models[x], strict=False) for x in BASELINES]
+        outcome = False if not above or False in fewest_models else None if None in fewest_models else True
+        return outcome, (f"tail mean feddyn {_pct(fd.tail)} vs " + ", ".join(f"{x} {_pct(c[x].tail)}" for x in BASELINES)
+                         + f"; models to {100 * target:.1f} % (95 % of FedDyn's final): "
+                         + ", ".join(f"{x} {models[x]}" for x in ALL))
+    results, expected, reasons = _curve_results(ours, ALL, rule)
+    return _every(results, "FedDyn above every baseline (tail mean) and fewest models to 95 % of its final accuracy",
+                  expected=expected, need="all four methods' curves", reasons=reasons)

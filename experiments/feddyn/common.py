@@ -24,7 +24,7 @@ import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.feddyn import settings
 from experiments.feddyn.claims import CHECKS
 from fedrepro.config import compose_config, effective, validate
-from fedrepro.data.loaders import default_data_root, unavailable
+from fedrepro.data.loaders import unavailable
 from fedrepro.metrics.targets import (Count, gain, mean_count, models_to_target, rounds_to_target,
                                       uplink_factor, with_gain)
 from fedrepro.reports.claims import evaluate_claims, write_claims
@@ -112,11 +112,12 @@ def load_table(number: int) -> pd.DataFrame:
 
 
 def select_rows(ref: pd.DataFrame, datasets: Optional[str], splits: str,
-                setting_values: str = "all") -> tuple[pd.DataFrame, list[str]]:
-    """Keep the chosen datasets (None: those runnable here), splits and settings (the table's
-    setting column: participation, device count, ...); a note names every omitted group of rows."""
+                setting_values: str = "all", *, data_root: str) -> tuple[pd.DataFrame, list[str]]:
+    """Keep the chosen datasets (None: those whose data is in `data_root`), splits and settings
+    (the table's setting column: participation, device count, ...); a note names every omitted
+    group of rows."""
     if datasets is None:
-        datasets = ",".join(d for d in settings.DATASETS if not unrunnable(d))
+        datasets = ",".join(d for d in settings.DATASETS if not unrunnable(d, data_root))
     # Settings are the table's own (unlike datasets, which make passes to every table): an
     # unknown one is a typo, and must not fall back to running every row.
     unknown = sorted(set(setting_values.split(",")) - set(ref["setting"])) if setting_values != "all" else []
@@ -154,18 +155,21 @@ def _compose_error(overrides: tuple) -> str:
     return ""
 
 
-def unrunnable(dataset: str) -> str:
+def unrunnable(dataset: str, data_root: str) -> str:
+    """Why `dataset` cannot run on the data in `data_root` ("" when it can)."""
     name = settings.loader_name(dataset)
     if name is None:
         return f"no settings for dataset {dataset!r}"
-    return unavailable(name, default_data_root()) or ""
+    return unavailable(name, data_root) or ""
 
 
 def run_cell(keys: dict, dataset: str, split: str, participation: float, devices: int,
-             balance: str, algorithm: str, setting: str = "", num_devices: Optional[int] = None) -> Cell:
-    """One run's cell: its overrides, or the reason it cannot run here (`num_devices`: the
-    target's scale knob, settings.run_overrides)."""
-    reason = unrunnable(dataset)
+             balance: str, algorithm: str, setting: str = "", num_devices: Optional[int] = None, *,
+             data_root: str) -> Cell:
+    """One run's cell: its overrides, or the reason it cannot run here (its data not in
+    `data_root`, the target's --data-root; `num_devices`: the target's scale knob,
+    settings.run_overrides)."""
+    reason = unrunnable(dataset, data_root)
     if reason:
         return Cell(keys, not_run=reason)
     overrides = settings.run_overrides(dataset, split, participation, devices, balance, algorithm, setting,
@@ -176,16 +180,18 @@ def run_cell(keys: dict, dataset: str, split: str, participation: float, devices
     return Cell(keys, not_run=error) if error else Cell(keys, overrides)
 
 
-def grid(ref: pd.DataFrame, algorithms=settings.ALGORITHMS,
-         num_devices: Optional[int] = None) -> tuple[list[Cell], list[dict]]:
-    """One cell per (setting, dataset, split) x algorithm, and each cell's row attributes."""
+def grid(ref: pd.DataFrame, algorithms=settings.ALGORITHMS, num_devices: Optional[int] = None, *,
+         data_root: str) -> tuple[list[Cell], list[dict]]:
+    """One cell per (setting, dataset, split) x algorithm, and each cell's row attributes (a
+    cell whose data is not in `data_root` is "not run")."""
     cells, rows = [], []
     for _, r in ref.drop_duplicates(RUN_COLS).iterrows():
         for alg in algorithms:
             keys = {"setting": r["setting"], "dataset_key": r["dataset_key"], "split_key": r["split_key"],
                     "algorithm_key": alg}
             cells.append(run_cell(keys, r["dataset_key"], r["split_key"], r["participation"],
-                                  r["num_devices"], r["balance"], alg, r["setting"], num_devices))
+                                  r["num_devices"], r["balance"], alg, r["setting"], num_devices,
+                                  data_root=data_root))
             rows.append({**{c: r[c] for c in RUN_COLS}, "algorithm_key": alg})
     return cells, rows
 
@@ -215,7 +221,7 @@ def measure(ref: pd.DataFrame, spec: TableSpec, results, algorithms=settings.ALG
     FDY-T1-4), the cells and {cell index: [RunResult]}.
     """
     args = results.options
-    cells, rows = grid(ref, algorithms, num_devices)
+    cells, rows = grid(ref, algorithms, num_devices, data_root=args.data_root)
     cells = with_eval_extra(cells, args)
     runs_frame, summaries = results.measure(cells, _final_acc)
     targets = ref.drop_duplicates(["setting", "dataset_key", "split_key", "target"])
@@ -369,12 +375,14 @@ def table_algorithms(args) -> tuple:
 
 def table_ref(spec: TableSpec, args) -> tuple[pd.DataFrame, list[str]]:
     """The paper's rows chosen by --datasets, --splits and --settings, and notes on the rest."""
-    return select_rows(load_table(spec.number), args.datasets, args.splits, args.settings)
+    return select_rows(load_table(spec.number), args.datasets, args.splits, args.settings,
+                       data_root=args.data_root)
 
 
 def table_cells(spec: TableSpec, args, scale) -> list[Cell]:
     """Every run of a table (Target.cells)."""
-    cells, _ = grid(table_ref(spec, args)[0], table_algorithms(args), scale.get("num_devices"))
+    cells, _ = grid(table_ref(spec, args)[0], table_algorithms(args), scale.get("num_devices"),
+                    data_root=args.data_root)
     return with_eval_extra(cells, args)
 
 

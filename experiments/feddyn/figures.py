@@ -23,7 +23,9 @@ from typing import Optional
 import pandas as pd
 
 from experiments.feddyn import common
+from experiments.feddyn.claims import CHECKS
 from fedrepro.errors import ConfigError
+from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell
 
@@ -37,87 +39,96 @@ ALPHAS = (1e-3, 1e-2, 1e-1)  # App. A.2's CIFAR-10 grid (Fig. 1 does not list it
 class Panel:
     title: str
     cells: dict  # curve label -> Cell
+    participation: Optional[float] = None
     curves: dict = field(default_factory=dict)  # curve label -> metrics frame (filled by `fill`)
     missing: dict = field(default_factory=dict)  # curve label -> why it has no data (filled by `fill`)
 
 
 def _cell(label: str, dataset: str, split: str, participation: float, devices: int, balance: str,
-          algorithm: str, extra: tuple = (), num_devices: Optional[int] = None) -> Cell:
+          algorithm: str, extra: tuple = (), num_devices: Optional[int] = None, *, data_root: str) -> Cell:
     keys = {"panel": f"{dataset} {split} {participation:.0%} {devices} {balance}", "curve": label}
     cell = common.run_cell(keys, dataset, split, participation, devices, balance, algorithm,
-                           num_devices=num_devices)
+                           num_devices=num_devices, data_root=data_root)
     return cell if cell.not_run else Cell(cell.keys, [*cell.overrides, *extra])
 
 
-def convergence(dataset: str, rows: list[tuple], num_devices: Optional[int] = None) -> list[Panel]:
+def convergence(dataset: str, rows: list[tuple], num_devices: Optional[int], data_root: str) -> list[Panel]:
     """One panel per (participation, devices, balance, split), the four methods as curves."""
     panels = []
     for participation, devices, balance, split in rows:
         title = f"{SPLIT_NAMES[split]}, {participation:.0%}, {devices} devices" + \
             (", unbalanced" if balance == "unbalanced" else "")
         panels.append(Panel(title, {alg: _cell(alg, dataset, split, participation, devices, balance, alg,
-                                               num_devices=num_devices)
-                                    for alg in common.settings.ALGORITHMS}))
+                                               num_devices=num_devices, data_root=data_root)
+                                    for alg in common.settings.ALGORITHMS}, participation))
     return panels
 
 
-def _participation_grid(dataset: str, num_devices=None, splits=("iid", "dirichlet0.6", "dirichlet0.3")) -> list[Panel]:
-    return convergence(dataset, [(p, 100, "balanced", s) for s in splits for p in (1.0, 0.1, 0.01)], num_devices)
+def _participation_grid(dataset: str, num_devices, data_root: str,
+                        splits=("iid", "dirichlet0.6", "dirichlet0.3")) -> list[Panel]:
+    return convergence(dataset, [(p, 100, "balanced", s) for s in splits for p in (1.0, 0.1, 0.01)], num_devices,
+                       data_root)
 
 
-def _devices_grid(dataset: str, massive: int, num_devices=None) -> list[Panel]:
+def _devices_grid(dataset: str, massive: int, num_devices, data_root: str) -> list[Panel]:
     return convergence(dataset, [(0.1, n, "balanced", s) for s in ("iid", "dirichlet0.3") for n in (100, massive)],
-                       num_devices)
+                       num_devices, data_root)
 
 
-def _balance_grid(dataset: str, num_devices=None) -> list[Panel]:
+def _balance_grid(dataset: str, num_devices, data_root: str) -> list[Panel]:
     return convergence(dataset, [(0.1, 100, b, s) for s in ("iid", "dirichlet0.3") for b in ("balanced", "unbalanced")],
-                       num_devices)
+                       num_devices, data_root)
 
 
-def _alpha_sweep(dataset: str, num_devices=None) -> list[Panel]:
+def _alpha_sweep(dataset: str, num_devices, data_root: str) -> list[Panel]:
     cells = {f"alpha={a:g}": _cell(f"alpha={a:g}", dataset, "iid", 0.1, 100, "balanced", "feddyn",
-                                   (f"algorithm.alpha={a}",), num_devices) for a in ALPHAS}
-    return [Panel("(a) convergence, IID, 10 %, 100 devices", cells)]
+                                   (f"algorithm.alpha={a}",), num_devices, data_root=data_root) for a in ALPHAS}
+    return [Panel("(a) convergence, IID, 10 %, 100 devices", cells, 0.1)]
 
 
-def _fedsplit(dataset: str, num_devices=None) -> list[Panel]:
+def _fedsplit(dataset: str, num_devices, data_root: str) -> list[Panel]:
     # FedSplit's step and split are unstated: step 1 (conf default), IID balanced, FedAvg's epochs.
     def panel(p):
-        cells = {"FedDyn": _cell("FedDyn", dataset, "iid", p, 100, "balanced", "feddyn", (), num_devices),
+        cells = {"FedDyn": _cell("FedDyn", dataset, "iid", p, 100, "balanced", "feddyn", (), num_devices,
+                                 data_root=data_root),
                  "FedSplit Act": _cell("FedSplit Act", dataset, "iid", p, 100, "balanced", "fedsplit",
-                                       ("algorithm.server=act",), num_devices)}
+                                       ("algorithm.server=act",), num_devices, data_root=data_root)}
         if p < 1:  # at 100 % All and Act are the same algorithm: one curve (Fig. 2a)
             cells["FedSplit All"] = _cell("FedSplit All", dataset, "iid", p, 100, "balanced", "fedsplit",
-                                          ("algorithm.server=all",), num_devices)
-        return Panel(f"{p:.0%} participation, IID, 100 devices", cells)
+                                          ("algorithm.server=all",), num_devices, data_root=data_root)
+        return Panel(f"{p:.0%} participation, IID, 100 devices", cells, p)
     return [panel(1.0), panel(0.1)]
 
 
-def _resnet(dataset: str, num_devices=None) -> list[Panel]:
+def _resnet(dataset: str, num_devices, data_root: str) -> list[Panel]:
     """App. A.2: ResNet-18 with GroupNorm on CIFAR-10, IID, 100 devices, balanced, 10 %; the
     CNN's recipe otherwise (the appendix states no other value for it)."""
     return [Panel("IID, 10 %, 100 devices", {alg: _cell(alg, dataset, "iid", 0.1, 100, "balanced", alg,
-                                                        ("model=resnet18_gn",), num_devices)
-                                             for alg in common.settings.ALGORITHMS})]
+                                                        ("model=resnet18_gn",), num_devices, data_root=data_root)
+                                             for alg in common.settings.ALGORITHMS}, 0.1)]
 
 
-# figure -> (title, dataset in the paper, panel builder(dataset, num_devices), dataset can be swapped)
+# figure -> (title, dataset in the paper, panel builder(dataset, num_devices, data_root), dataset
+# can be swapped)
 FIGURES = {
     1: ("alpha sensitivity of FedDyn", "cifar10", _alpha_sweep, True),
     2: ("FedSplit (All / Act) vs FedDyn", "cifar10", _fedsplit, True),
-    4: ("convergence, 100 vs 1000 devices", "cifar10", lambda d, n: _devices_grid(d, 1000, n), False),
-    5: ("convergence, 100 vs 500 devices", "cifar100", lambda d, n: _devices_grid(d, 500, n), False),
+    4: ("convergence, 100 vs 1000 devices", "cifar10", lambda d, n, root: _devices_grid(d, 1000, n, root), False),
+    5: ("convergence, 100 vs 500 devices", "cifar100", lambda d, n, root: _devices_grid(d, 500, n, root), False),
     6: ("convergence, 100 % / 10 % / 1 % participation", "cifar10", _participation_grid, False),
     7: ("convergence, 100 % / 10 % / 1 % participation", "cifar100", _participation_grid, False),
     8: ("convergence, 100 % / 10 % / 1 % participation", "mnist", _participation_grid, False),
     9: ("convergence, 100 % / 10 % / 1 % participation", "emnist_l", _participation_grid, False),
     10: ("convergence, 100 % / 10 % / 1 % participation", "shakespeare",
-         lambda d, n: _participation_grid(d, n, ("iid", "natural")), False),
+         lambda d, n, root: _participation_grid(d, n, root, ("iid", "natural")), False),
     11: ("ResNet-18 (GroupNorm) convergence", "cifar10", _resnet, False),
     12: ("convergence, balanced vs unbalanced data", "cifar10", _balance_grid, False),
     13: ("convergence, balanced vs unbalanced data", "cifar100", _balance_grid, False),
 }
+
+# figure -> the claims (claims.csv) its curves judge; FDY-F4-1 covers every convergence figure
+FIGURE_CLAIMS = {1: ("FDY-F1-1", "FDY-F1-2"), 2: ("FDY-F2-1", "FDY-F2-2"), 11: ("FDY-F11-1",),
+                 **{n: ("FDY-F4-1",) for n in (4, 5, 6, 7, 8, 9, 10, 12, 13)}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,7 +144,7 @@ def dataset_of(number: int, args) -> str:
 
 
 def panels_of(number: int, args, scale) -> list[Panel]:
-    return FIGURES[number][2](dataset_of(number, args), scale.get("num_devices"))
+    return FIGURES[number][2](dataset_of(number, args), scale.get("num_devices"), args.data_root)
 
 
 def figure_cells(number: int, args, scale) -> list[Cell]:
@@ -155,6 +166,40 @@ def fill(panels: list[Panel], results) -> None:
             p.curves[label] = pd.read_csv(w / "metrics.csv")
         else:
             p.missing[label] = w
+
+
+def _tails(metrics: pd.DataFrame) -> dict:
+    """Test accuracy (%) of the evaluated rounds: mean of the last 10 % (at least one round), of
+    the 10 % before, best, final; finite unless a value is NaN or infinite."""
+    acc = 100 * pd.to_numeric(metrics["all_test_acc"], errors="coerce").dropna()
+    acc = acc[metrics.loc[acc.index, "round"] > 0] if "round" in metrics else acc  # round 0: the start
+    k = max(1, math.ceil(0.1 * len(acc)))
+    return {"rounds": int(metrics.loc[acc.index, "round"].max()) if len(acc) else 0,
+            "tail": acc.iloc[-k:].mean(), "prev_tail": acc.iloc[-2 * k:-k].mean() if len(acc) > k else math.nan,
+            "best": acc.max(), "final": acc.iloc[-1] if len(acc) else math.nan,
+            "finite": bool(len(acc)) and bool(acc.map(math.isfinite).all())}
+
+
+def curve_frame(number: int, panels: list[Panel]) -> pd.DataFrame:
+    """One row per curve (claims.py, 'Figures'): panel, participation, curve, status ("ok" or why
+    it has no data), the tail statistics and the run's metrics."""
+    rows = []
+    for p in panels:
+        for label in p.cells:
+            base = {"figure": number, "panel": p.title, "participation": p.participation, "curve": label}
+            if label in p.curves:
+                rows.append({**base, "status": "ok", **_tails(p.curves[label]), "metrics": p.curves[label]})
+            else:
+                rows.append({**base, "status": p.missing.get(label, "not run")})
+    return pd.DataFrame(rows)
+
+
+def panel_data(panels: list[Panel]) -> pd.DataFrame:
+    """Every drawn point: panel, curve, round, all_test_acc (the figure's data, as CSV)."""
+    parts = [df[["round", "all_test_acc"]].assign(panel=p.title, curve=label)
+             for p in panels for label, df in p.curves.items()]
+    columns = ["panel", "curve", "round", "all_test_acc"]
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,6 +281,20 @@ def render_figure(number: int, results) -> int:
         f"on {NAMES.get(dataset, dataset)} (the paper: {NAMES[paper_dataset]})"
     title = f"FedDyn Figure {number}, {where}: {name} (profile={args.profile}, seed 0)"
     suffix = "" if dataset == paper_dataset else f"_{dataset}"
-    path = draw(number, panels, title, figure_dir(args.results_root) / f"feddyn_fig{number}{suffix}.png")
-    print(f"[feddyn figure {number}] {path}")
+    out = figure_dir(args.results_root)
+    path = draw(number, panels, title, out / f"feddyn_fig{number}{suffix}.png")
+    panel_data(panels).to_csv(out / f"feddyn_fig{number}{suffix}_data.csv", index=False)
+    print(f"[feddyn figure {number}] {path} (panel data: feddyn_fig{number}{suffix}_data.csv)")
+    ours = curve_frame(number, panels)
+    ours.attrs["targets_100_iid"] = table2_targets(dataset)
+    header = f"### FedDyn Figure {number} claims on our curves, {where}, profile={args.profile}, seed 0"
+    print("\n" + write_claims(out / f"feddyn_fig{number}{suffix}_claims.md",
+                              evaluate_claims(list(FIGURE_CLAIMS[number]), ours, checks=CHECKS), header))
     return 0
+
+
+def table2_targets(dataset: str) -> tuple:
+    """Table 2's accuracy targets (%) for the dataset's IID split at 100 % participation (FDY-F2-1)."""
+    ref = common.load_table(2)
+    rows = ref[(ref["dataset_key"] == dataset) & (ref["split_key"] == "iid") & (ref["participation"] == 1.0)]
+    return tuple(sorted(set(rows["target_value"]), reverse=True))

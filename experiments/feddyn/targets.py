@@ -47,7 +47,7 @@ def figure(number: int) -> PaperTarget:
     return PaperTarget(f"fig{number}", f"FedDyn Figure {number}: {name} ({figures.NAMES[dataset]})",
                        cells_of=lambda options, scale: figures.figure_cells(number, options, scale),
                        render_with=lambda results: figures.render_figure(number, results),
-                       SCALE=SCALE, options=_figure_options)
+                       claims=figures.FIGURE_CLAIMS[number], SCALE=SCALE, options=_figure_options)
 
 
 TARGETS = [

@@ -3,14 +3,16 @@ tables and figures draw.
 
 One function turns (dataset, split, algorithm key, participation) into config overrides, so
 every table and figure that needs the same run asks for identical overrides and the results
-store (keyed by the resolved config) computes it once. `selection` reads --datasets and
---splits; the figure helpers draw a grid of panels, each a set of curves or the reason it is
+store (keyed by the resolved config) computes it once. What data is here is read from the data
+folder each caller names (the target's --data-root, options.data_root). `selection` reads
+--datasets, --splits and --data-root; the figure helpers draw a grid of panels, each a set of curves or the reason it is
 empty.
 """
 from __future__ import annotations
 
 import math
 import textwrap
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -19,7 +21,7 @@ from omegaconf import OmegaConf
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from fedrepro.config import CONF_DIR
-from fedrepro.data.loaders import default_data_root, unavailable
+from fedrepro.data.loaders import unavailable
 from fedrepro.reports.figures import panel_grid
 from fedrepro.reports.grid import Cell
 
@@ -80,12 +82,13 @@ def extra_caps(participation: str, profile: str) -> list[str]:
     return list(SETTINGS["full_participation_quick_caps"]) if (participation, profile) == ("p100", "quick") else []
 
 
-def not_run_reason(overrides: list[str]) -> Optional[str]:
-    """Why these overrides cannot run here (a missing loader or config file), or None."""
+def not_run_reason(overrides: list[str], data_root: str) -> Optional[str]:
+    """Why these overrides cannot run on the data in `data_root` (missing data files, a missing
+    loader or config file), or None."""
     for item in overrides:
         group, _, choice = item.partition("=")
         if group == "dataset":
-            missing = unavailable(choice, default_data_root())
+            missing = unavailable(choice, data_root)
             if missing:
                 return missing
         if "." not in group and not (CONF_DIR / group / f"{choice}.yaml").exists():
@@ -93,29 +96,31 @@ def not_run_reason(overrides: list[str]) -> Optional[str]:
     return None
 
 
-def dataset_reason(dataset: str) -> Optional[str]:
+def dataset_reason(dataset: str, data_root: str) -> Optional[str]:
+    """Why `dataset`'s runs cannot run on the data in `data_root`, or None."""
     if dataset not in SETTINGS["datasets"]:
         return "no paper setting for this dataset in settings.yaml"
-    return not_run_reason(SETTINGS["datasets"][dataset]["run"])
+    return not_run_reason(SETTINGS["datasets"][dataset]["run"], data_root)
 
 
-def runnable_datasets() -> list[str]:
-    return [d for d in SETTINGS["datasets"] if dataset_reason(d) is None]
+def runnable_datasets(data_root: str) -> list[str]:
+    return [d for d in SETTINGS["datasets"] if dataset_reason(d, data_root) is None]
 
 
-def cell(keys: dict, participation: str, profile: str, **changes) -> Cell:
-    """One run of a table; its overrides (and so its run key) do not depend on what data is here."""
+def cell(keys: dict, participation: str, profile: str, *, data_root: str, **changes) -> Cell:
+    """One run of a table, "not run" when its data is not in `data_root`; its overrides (and so
+    its run key) do not depend on what data is here."""
     d, s, a = keys["dataset_key"], keys["split_key"], keys["algorithm_key"]
     if d not in SETTINGS["datasets"]:
-        return Cell(dict(keys), not_run=dataset_reason(d))
+        return Cell(dict(keys), not_run=dataset_reason(d, data_root))
     overrides = run_overrides(d, s, a, participation, profile, **changes)
-    return Cell(dict(keys), overrides, not_run=not_run_reason(overrides))
+    return Cell(dict(keys), overrides, not_run=not_run_reason(overrides, data_root))
 
 
-def table_grid(reference: pd.DataFrame, participation: str, profile: str) -> list[Cell]:
+def table_grid(reference: pd.DataFrame, participation: str, profile: str, data_root: str) -> list[Cell]:
     """A run per (dataset, split, algorithm) row of a paper's table."""
     rows = reference[KEYS].drop_duplicates()
-    return [cell(dict(r), participation, profile) for _, r in rows.iterrows()]
+    return [cell(dict(r), participation, profile, data_root=data_root) for _, r in rows.iterrows()]
 
 
 def metrics_frame(run) -> pd.DataFrame:
@@ -149,14 +154,15 @@ def _choose(arg: Optional[str], known: list[str], default: list[str], what: str)
 def selection(args, datasets: list[str], splits: list[str],
               panels: bool = False) -> tuple[list[str], list[str], list[str]]:
     """(chosen datasets, chosen splits, notes naming what was left out and why); a figure
-    (`panels`) keeps the left-out panels, marked "not run"."""
-    runnable = [d for d in datasets if dataset_reason(d) is None]
+    (`panels`) keeps the left-out panels, marked "not run". The data is looked for in
+    args.data_root."""
+    runnable = [d for d in datasets if dataset_reason(d, args.data_root) is None]
     chosen_d = _choose(args.datasets, datasets, runnable, "datasets")
     chosen_s = _choose(args.splits, splits, splits, "splits")
     left: dict[str, list[str]] = {}  # reason -> datasets left out for it
     for d in datasets:
         if d not in chosen_d:
-            left.setdefault(dataset_reason(d) or "not selected with --datasets", []).append(d)
+            left.setdefault(dataset_reason(d, args.data_root) or "not selected with --datasets", []).append(d)
     gone = "not run" if panels else "omitted"
     notes = [f"{'panels' if panels else 'rows'} of {', '.join(ds)} {gone} ({why})"
              + ("" if panels else "; --datasets all lists them as not run") for why, ds in left.items()]
@@ -165,32 +171,35 @@ def selection(args, datasets: list[str], splits: list[str],
     return chosen_d, chosen_s, notes
 
 
-def setting_notes(datasets: list[str], participation: str, profile: str) -> list[str]:
+def setting_notes(datasets: list[str], participation: str, profile: str, data_root: str) -> list[str]:
+    """The settings of the datasets whose data is in `data_root`: the paper's, the profile's caps
+    and what the runs did."""
+    here = [d for d in datasets if dataset_reason(d, data_root) is None]
     notes = []
-    for d in datasets:
-        if dataset_reason(d) is None:
-            notes.append(f"setting {d}: {' '.join(SETTINGS['datasets'][d]['run'])} participation={participation}; "
-                         "lambda1/lambda2/epsilon from Table 5 (see table5)")
+    for d in here:
+        notes.append(f"setting {d}: {' '.join(SETTINGS['datasets'][d]['run'])} participation={participation}; "
+                     "lambda1/lambda2/epsilon from Table 5 (see table5)")
     cap = OmegaConf.load(CONF_DIR / "profile" / f"{profile}.yaml").get("max_rounds")
-    for d in datasets:
+    for d in here:
         rounds = next((int(o.split("=")[1]) for o in SETTINGS["datasets"][d]["run"]
                        if o.startswith("train.rounds=")), None)
-        if dataset_reason(d) is None and cap and rounds and rounds > cap:
+        if cap and rounds and rounds > cap:
             notes.append(f"{d}: profile={profile} runs {cap} of the paper's {rounds} rounds, so cumulative "
                          f"counts are about {cap / rounds:.2g} of the paper's (claims skip the comparison)")
     caps = extra_caps(participation, profile)
     if caps:
         notes.append(f"extra caps at profile=quick and 100 % participation: {' '.join(caps)} "
                      "(100 clients x 6 steps ~ the 600 local steps of a 10 % round; settings.yaml)")
-    for d in datasets:
-        if dataset_reason(d) is None:  # what the runs did, beside the paper's setting printed above
-            notes.append(f"{d} as run: {effective_setting(d, participation, profile)}")
+    for d in here:  # what the runs did, beside the paper's setting printed above
+        notes.append(f"{d} as run: {effective_setting(d, participation, profile)}")
     return notes
 
 
+@lru_cache(maxsize=None)
 def effective_setting(dataset: str, participation: str, profile: str) -> str:
     """The profile's caps on one dataset's runs, as the run logs them ('profile=quick: rounds
-    200 -> 100, local epochs 5 -> 1, ...'), read from the composed config of its FedProx run."""
+    200 -> 100, local epochs 5 -> 1, ...'), read from the composed config of its FedProx run
+    (composed once per process: the setting files do not change under it)."""
     from fedrepro.config import compose_config
     from fedrepro.run import profile_caps
 

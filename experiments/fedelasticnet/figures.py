@@ -75,13 +75,15 @@ def data_names(summaries: dict) -> str:
     return ", ".join(names) or "none run"
 
 
-def stand_in(dataset: str = "cifar10") -> tuple[str, str]:
-    """The paper's dataset when it runs here (or nothing does), else the first runnable one, and a
-    title note."""
-    if dataset_reason(dataset) is None or not runnable_datasets():
+def stand_in(data_root: str, dataset: str = "cifar10") -> tuple[str, str]:
+    """The paper's dataset when its data is in `data_root` (or no dataset's is), else the first
+    runnable one, and a title note."""
+    why = dataset_reason(dataset, data_root)
+    runnable = runnable_datasets(data_root) if why else []
+    if not runnable:
         return dataset, LABELS[dataset]
-    here = runnable_datasets()[0]
-    return here, f"paper: {LABELS[dataset]}, here: {LABELS[here]} ({LABELS[dataset]}: {dataset_reason(dataset)})"
+    here = runnable[0]
+    return here, f"paper: {LABELS[dataset]}, here: {LABELS[here]} ({LABELS[dataset]}: {why})"
 
 
 def grid_cells(datasets, splits, algorithms, participation, args) -> tuple[list[Cell], list[str]]:
@@ -92,7 +94,7 @@ def grid_cells(datasets, splits, algorithms, participation, args) -> tuple[list[
         for s in splits:
             for a in algorithms:
                 c = cell({"dataset_key": d, "split_key": s, "algorithm_key": a, "participation": participation},
-                         participation, args.profile)
+                         participation, args.profile, data_root=args.data_root)
                 if not c.not_run and (d not in chosen_d or s not in chosen_s):
                     c = Cell(c.keys, not_run="not selected with --datasets / --splits")
                 cells.append(c)
@@ -156,7 +158,7 @@ def capture(overrides: list[str], args) -> dict:
     cache = Path(args.results_root) / "captures" / f"{key}.pt"
     if cache.exists():
         return torch.load(cache, weights_only=False)
-    refuse_done_only("FedElasticNet Fig. 2 (its capture of the uploaded values)")
+    refuse_done_only("FedElasticNet Fig. 2 (its capture of the uploaded values)", args.done_only)
     with tempfile.TemporaryDirectory() as tmp:
         cfg.results_root = tmp
         result = fedrepro.runner.run_experiment(cfg, quiet=True, ledger_class=RecordingLedger)
@@ -206,7 +208,7 @@ def capture_check(captured: dict, args) -> str:
 
 
 def figure2(args) -> Path:
-    dataset, note = stand_in()
+    dataset, note = stand_in(args.data_root)
     algorithms = ["feddyn_update", "fen_alg2", "fen_alg3"]
     rows, values = [], {}
     for alg in algorithms:
@@ -241,15 +243,15 @@ def figure2(args) -> Path:
 
 
 def sweep_cells(number: str, args) -> list[Cell]:
-    dataset, _ = stand_in()
+    dataset, _ = stand_in(args.data_root)
     return [cell({"dataset_key": dataset, "split_key": "dirichlet0.3", "algorithm_key": SWEEP[number], "lambda1": lam},
-                 "p10", args.profile, lambda1=lam) for lam in LAMBDAS]
+                 "p10", args.profile, data_root=args.data_root, lambda1=lam) for lam in LAMBDAS]
 
 
 def sweep_figure(number: str, results) -> Path:
     args = results.options
     alg = SWEEP[number]
-    _, note = stand_in()
+    _, note = stand_in(args.data_root)
     cells = sweep_cells(number, args)
     nnz, summaries = results.measure(cells, lambda run: run.summary["final"]["cum_up_nonzeros"] / FEN_T2_UNIT)
     acc, _ = results.measure(cells, lambda run: tail_accuracy(metrics_frame(run)))
@@ -291,7 +293,7 @@ def cost_cells(args) -> tuple[list[Cell], list[str]]:
     datasets, splits, notes = selection(args, list(dict.fromkeys(reference.dataset_key)),
                                         list(dict.fromkeys(reference.split_key)))
     reference = reference[reference.dataset_key.isin(datasets) & reference.split_key.isin(splits)]
-    return table_grid(reference, args.participation, args.profile), notes
+    return table_grid(reference, args.participation, args.profile, args.data_root), notes
 
 
 def cost_figures(results) -> list[Path]:

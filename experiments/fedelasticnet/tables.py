@@ -101,7 +101,7 @@ def _table_rows(spec: TableSpec, args) -> tuple[pd.DataFrame, list[str], list[st
 def table_cells(spec: TableSpec, args) -> list[Cell]:
     """Every run of a table (Target.cells)."""
     reference, _, _ = _table_rows(spec, args)
-    return table_grid(reference, spec.participation, args.profile)
+    return table_grid(reference, spec.participation, args.profile, args.data_root)
 
 
 def render_table(spec: TableSpec, results) -> int:
@@ -109,13 +109,14 @@ def render_table(spec: TableSpec, results) -> int:
     behind it and their accuracy curves."""
     args = results.options
     reference, datasets, omitted = _table_rows(spec, args)
-    cells = table_grid(reference, spec.participation, args.profile)
+    cells = table_grid(reference, spec.participation, args.profile, args.data_root)
     title = spec.title(args.profile)
     log.info(f"{title}, seeds={args.seeds}: {sum(c.not_run is None for c in cells)} runnable cells of {len(cells)}")
     ours, summaries = results.measure(cells, spec.metric)
     table = compare_table(ours, reference, KEYS, value_name=spec.value_name, unit_note=spec.unit_note)
     notes = [f"profile: {args.profile} (conf/profile/{args.profile}.yaml)",
-             *spec.notes, *setting_notes(datasets, spec.participation, args.profile), *omitted]
+             *spec.notes, *setting_notes(datasets, spec.participation, args.profile, args.data_root),
+             *omitted]
     out_dir = Path(args.results_root) / "tables"
     paths = write_table(table, out_dir, spec.stem, title=title, notes=notes)
     paths["runs"] = out_dir / f"{spec.stem}_runs.csv"
@@ -271,13 +272,13 @@ def _table5_rows(args) -> tuple[pd.DataFrame, pd.DataFrame, list[str], list[str]
 
 
 def table5_cells(args) -> list[Cell]:
-    return table_grid(_table5_rows(args)[1], "p10", args.profile)
+    return table_grid(_table5_rows(args)[1], "p10", args.profile, args.data_root)
 
 
 def render_table5(results) -> int:
     args = results.options
     reference, runs_of, splits, omitted = _table5_rows(args)
-    cells = table_grid(runs_of, "p10", args.profile)
+    cells = table_grid(runs_of, "p10", args.profile, args.data_root)
     log.info(f"FedElasticNet Table 5 from the configs of {sum(c.not_run is None for c in cells)} runnable cells")
     _, summaries = results.measure(cells, lambda run: 0.0)
     seeds = ",".join(str(i) for i in range(args.seeds))

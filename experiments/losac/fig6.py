@@ -110,7 +110,7 @@ def draw(curves: pd.DataFrame, summary: pd.DataFrame, path) -> None:
 def render_figure(results) -> int:
     """One seed-0 attack per (dataset, algorithm), in this process."""
     args = results.options
-    refuse_done_only("losac-fig6")
+    refuse_done_only("losac-fig6", args.done_only)
     wanted = list(settings.FIG6) if args.datasets in (None, "all") else args.datasets.split(",")
     unknown = sorted(set(wanted) - set(settings.FIG6))
     if unknown:

@@ -112,7 +112,7 @@ def markdown(summary: pd.DataFrame, recipe, args) -> str:
 def render_figure(results) -> int:
     """Seed 0, in this process; settings.FIG7 shrunk by the target's scale (targets.py, SCALE)."""
     args = results.options
-    refuse_done_only("losac-fig7")
+    refuse_done_only("losac-fig7", args.done_only)
     ranks = [int(x) for x in args.ranks.split(",")]
     recipe = dataclasses.replace(settings.FIG7, **results.scale)
     log.info(f"LoSAC Figure 7 at profile={args.profile}, lr={recipe.lr}, lambda={recipe.prox_weight}")

@@ -27,6 +27,13 @@ The contract is the sequential executor's (engine/local.py), step for step:
 Jobs whose objective has a `LocalRule` or a per-step `prox` (LoSAC's family) run through the
 sequential path of the same executor. The results agree with the sequential executor to
 float32 rounding (tests/test_executors.py states the tolerance).
+
+Under a mixed `precision` (train.precision, engine/precision.py) the data gradient's forward and
+written-out backward run inside Fabric's autocast context, as autograd's would in the sequential
+executor: the matrix products in bfloat16 / float16, cross-entropy and the logistic loss in
+float32 (autocast's float32 losses), each client's gradient landing in the float32 `grad` and
+the step (`sgd_step`) in float32. The scaled path serves 32-true only (its update inside the
+float32 products is the step itself).
 """
 from __future__ import annotations
 
@@ -39,6 +46,7 @@ from torch import nn
 
 from fedrepro.engine.fused import sgd_step
 from fedrepro.engine.local import ClientJob, SequentialExecutor, schedule_rows
+from fedrepro.engine.precision import DEFAULT_PRECISION, autocast, is_mixed
 from fedrepro.errors import ConfigError
 from fedrepro.models.flat import FlatModel
 from fedrepro.seeding import generator
@@ -96,14 +104,18 @@ def linear_stack(model: FlatModel) -> list[tuple[int, int, int, int]]:
 class BatchedExecutor(SequentialExecutor):
     """All selected clients' local SGD steps as batched matrix products (see the module doc)."""
 
+    mixed = False  # a mixed train.precision (set by __init__)
+
     def __init__(self, model: FlatModel, x: torch.Tensor, y: torch.Tensor,
                  client_indices: list[torch.Tensor], *, batch_size: int, weight_decay: float,
-                 clip_norm: float | None, seed: int, augment: str | None = None):
+                 clip_norm: float | None, seed: int, augment: str | None = None,
+                 precision: str = DEFAULT_PRECISION):
         if augment:
             raise ConfigError(f"the batched executor does not augment batches ({augment!r}): "
                               "use train.executor=sequential")
         super().__init__(model, x, y, client_indices, batch_size=batch_size, weight_decay=weight_decay,
-                         clip_norm=clip_norm, seed=seed, augment=augment)
+                         clip_norm=clip_norm, seed=seed, augment=augment, precision=precision)
+        self.mixed = is_mixed(precision)
         self.layers = linear_stack(model)
         self.features = x.reshape(len(x), -1)
         self.loss_kind = model.loss_kind
@@ -151,7 +163,7 @@ class BatchedExecutor(SequentialExecutor):
         mu, l1 = per_client([o.prox_mu for o in objs]), per_client([o.l1 for o in objs])
         decay = per_client([self.weight_decay + o.extra_decay for o in objs])
         coefs = (lr * moving).to(dtype).T.contiguous()  # (T, S): 0 for clients past their last step
-        if not bool(mu.any() or l1.any()) and self._scaled_path_serves(starts[0], coefs, decay):
+        if not (self.mixed or bool(mu.any() or l1.any())) and self._scaled_path_serves(starts[0], coefs, decay):
             w, total = self._train_scaled(starts, linears, rows, weight, coefs, decay)
         else:
             w = torch.stack(starts)
@@ -279,6 +291,9 @@ class BatchedExecutor(SequentialExecutor):
                        weight: torch.Tensor) -> torch.Tensor:
         """Writes every client's mean batch-loss gradient at w (S, d) into `grad`; returns the
         (S,) batch losses of the clients (0 for clients past their last step's rows)."""
+        if self.mixed:
+            with autocast(self.precision, w.device):
+                return self._mixed_data_gradient(w, grad, rows, weight)
         s, b = rows.shape
         x = self.features.index_select(0, rows.reshape(-1)).view(s, b, -1)
         y = self.y.index_select(0, rows.reshape(-1)).view(s, b)
@@ -298,8 +313,34 @@ class BatchedExecutor(SequentialExecutor):
                 dz = torch.ops.aten.threshold_backward(torch.bmm(dz, w[:, wo:bo].view(s, fan_out, fan_in)), h, 0)
         return loss
 
+    def _mixed_data_gradient(self, w: torch.Tensor, grad: torch.Tensor, rows: torch.Tensor,
+                             weight: torch.Tensor) -> torch.Tensor:
+        """`_data_gradient` inside the autocast context: the same products, which autocast runs in
+        the low precision (their outputs too, so no `out=` into the float32 `grad`: copied in)."""
+        s, b = rows.shape
+        x = self.features.index_select(0, rows.reshape(-1)).view(s, b, -1)
+        y = self.y.index_select(0, rows.reshape(-1)).view(s, b)
+        hs, last = [x], len(self.layers) - 1
+        for i, (wo, bo, fan_in, fan_out) in enumerate(self.layers):
+            weight_i = w[:, wo:bo].view(s, fan_out, fan_in)
+            z = torch.baddbmm(w[:, bo:bo + fan_out].unsqueeze(1), hs[-1], weight_i.transpose(1, 2))
+            hs.append(z if i == last else z.relu_())
+        out = hs.pop()
+        loss, dz = self._loss_and_dz(out, y, weight)
+        for i in range(last, -1, -1):
+            wo, bo, fan_in, fan_out = self.layers[i]
+            h = hs[i]
+            grad[:, wo:bo].view(s, fan_out, fan_in).copy_(torch.bmm(dz.transpose(1, 2), h))
+            grad[:, bo:bo + fan_out].copy_(dz.sum(1))
+            if i:
+                back = torch.bmm(dz, w[:, wo:bo].view(s, fan_out, fan_in))
+                dz = torch.ops.aten.threshold_backward(back, h.to(back.dtype), 0)
+        return loss
+
     def _loss_and_dz(self, out: torch.Tensor, y: torch.Tensor, weight: torch.Tensor):
         """(S,) weighted batch losses and d loss / d out, for the model's loss."""
+        if self.loss_kind != "squared" and self.mixed:
+            out = out.float()  # autocast runs cross_entropy and the logistic loss in float32
         if self.loss_kind == "cross_entropy":
             # over the classes as the middle dimension: log_softmax along a short last one is
             # ~30x slower on the CPU (measured 160 vs 5 us at 10 clients, batch 50, 10 classes)

@@ -8,6 +8,8 @@ each output column in the same order whatever the product's width, so every mode
 are those of its own forward bit for bit; not for narrow outputs (logistic regression's 10 or
 1 columns, which are scored one at a time), hence a check on the first batch of each shape in
 each process against each model's own forward, and one model at a time wherever it fails.
+Under a mixed train.precision (the round loop evaluates inside autocast, engine/precision.py) the
+models are scored one at a time: the check holds for float32 products only.
 """
 from __future__ import annotations
 
@@ -85,10 +87,12 @@ def evaluate_many(model: FlatModel, ws: Sequence[torch.Tensor], x: torch.Tensor,
 
 
 def _stackable_layers(model: FlatModel, ws, x: torch.Tensor):
-    """The Linear layers of a ReLU stack evaluated on the CPU in float32, else None."""
+    """The Linear layers of a ReLU stack evaluated on the CPU in float32 (not under autocast), else None."""
     from fedrepro.engine.batched import linear_stack
 
     if x.device.type != "cpu" or x.dtype != torch.float32 or any(w.dtype != torch.float32 for w in ws):
+        return None
+    if torch.is_autocast_enabled(x.device.type):
         return None
     try:
         return linear_stack(model)

@@ -13,6 +13,10 @@ With a `LocalRule` in the objective (LoSAC's family, base.py) the step's batch i
 the client's M fixed blocks drawn uniformly, and the rule's direction replaces the data
 gradient; `LocalObjective.prox` is applied after every step. `full_gradient` serves the
 first phase of two-phase rounds (MimeSVRG).
+
+`precision` (train.precision, engine/precision.py): the forward pass of every gradient runs under
+Fabric's autocast context for it; the backward, the flat parameters and the step stay as they are
+(autograd returns the float32 gradient of the float32 vector).
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import torch
 
 from fedrepro.algorithms.base import LocalObjective
 from fedrepro.data.augment import augment_batch
+from fedrepro.engine.precision import DEFAULT_PRECISION, autocast
 from fedrepro.errors import ConfigError
 from fedrepro.models.flat import FlatModel
 from fedrepro.seeding import generator
@@ -69,11 +74,14 @@ def block_choices(num_blocks: int, steps: int, g: torch.Generator) -> list[int]:
 class SequentialExecutor:
     def __init__(self, model: FlatModel, x: torch.Tensor, y: torch.Tensor,
                  client_indices: list[torch.Tensor], *, batch_size: int, weight_decay: float,
-                 clip_norm: float | None, seed: int, augment: str | None = None):
+                 clip_norm: float | None, seed: int, augment: str | None = None,
+                 precision: str = DEFAULT_PRECISION):
         self.model, self.x, self.y = model, x, y
         self.client_indices = client_indices
         self.batch_size, self.weight_decay, self.clip_norm = batch_size, weight_decay, clip_norm
         self.seed, self.augment = seed, augment
+        self.precision = precision
+        autocast(precision, x.device)  # an unknown name fails here, not in the first round
         self.last_buffers: torch.Tensor | None = None  # (jobs, buffer_dim) after run()
         self._blocks: dict[tuple[int, int], list[torch.Tensor]] = {}  # (client, M) -> fixed blocks
 
@@ -106,7 +114,8 @@ class SequentialExecutor:
 
     def _gradient(self, w: torch.Tensor, xb, yb, buffers):
         w = w.detach().requires_grad_(True)
-        loss = self.model.loss(w, xb, yb, buffers)
+        with autocast(self.precision, w.device):  # the forward only, as under Fabric
+            loss = self.model.loss(w, xb, yb, buffers)
         (grad,) = torch.autograd.grad(loss, w)
         return loss, grad
 

@@ -20,6 +20,9 @@ channel) the messages pass untouched, exactly as before compression existed.
 Two algorithm hooks whose defaults change nothing (algorithms/base.py): `local_lr(lr)` gives the step size of the round's local steps (L2GD: eta / (n (1 - p))), and
 `personalized()` returns the clients' personalized models (algorithms.base.Personalized), which
 every evaluation then scores on each client's own data (`personal_*` columns, docs/l2gd.md).
+
+`precision` (train.precision): the executor's forward passes run under its autocast context
+(engine/precision.py) and so do the evaluation's here.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from fedrepro.algorithms.base import Algorithm
 from fedrepro.compression.channel import Channel, Sent
 from fedrepro.engine.evaluate import evaluate_many, personalized_metrics
 from fedrepro.engine.local import ClientJob
+from fedrepro.engine.precision import DEFAULT_PRECISION, autocast
 from fedrepro.engine.sampling import sample_clients
 from fedrepro.errors import DivergenceError
 from fedrepro.metrics.ledger import Ledger
@@ -66,10 +70,14 @@ class Schedule:
 
 
 class RoundLoop:
+    precision: str = DEFAULT_PRECISION  # train.precision (set by __init__)
+
     def __init__(self, *, model: FlatModel, algorithm: Algorithm, executor, ledger: Ledger,
                  client_sizes: torch.Tensor, theta0: torch.Tensor, eff: Effective,
-                 schedule: Schedule, eval_data: EvalData, channel: Optional[Channel] = None):
+                 schedule: Schedule, eval_data: EvalData, channel: Optional[Channel] = None,
+                 precision: str = DEFAULT_PRECISION):
         self.model, self.algorithm, self.executor, self.ledger = model, algorithm, executor, ledger
+        self.precision = precision
         self.channel = channel if channel is not None else Channel()
         self.client_sizes = client_sizes
         self.eff, self.schedule, self.eval_data = eff, schedule, eval_data
@@ -181,8 +189,9 @@ class RoundLoop:
             which[label] = next((j for j, v in enumerate(distinct) if torch.equal(v, w)), len(distinct))
             if which[label] == len(distinct):
                 distinct.append(w)
-        test = evaluate_many(self.model, distinct, d.x_test, d.y_test)
-        train = evaluate_many(self.model, distinct, d.x_train, d.y_train)
+        with autocast(self.precision, d.x_test.device):
+            test = evaluate_many(self.model, distinct, d.x_test, d.y_test)
+            train = evaluate_many(self.model, distinct, d.x_train, d.y_train)
         row = {}
         for label, j in which.items():
             row.update({f"{label}_test_acc": test[j][1], f"{label}_test_loss": test[j][0],
@@ -190,10 +199,12 @@ class RoundLoop:
         personalized = alg.personalized()
         if personalized is not None:
             ex = self.executor
-            row.update(personalized_metrics(
-                self.model, personalized, ex.x, ex.y, ex.client_indices, d.x_test, d.y_test,
-                weight_decay=ex.weight_decay, max_train_samples=self.eff.max_train_eval_samples,
-                seed=self.schedule.seed))
+            with autocast(self.precision, d.x_test.device):
+                personal = personalized_metrics(
+                    self.model, personalized, ex.x, ex.y, ex.client_indices, d.x_test, d.y_test,
+                    weight_decay=ex.weight_decay, max_train_samples=self.eff.max_train_eval_samples,
+                    seed=self.schedule.seed)
+            row.update(personal)
         if not math.isfinite(row["server_test_loss"]):
             raise DivergenceError(f"the server model's test loss is not finite in round {round}: "
                                   "the run diverged; lower train.lr", round=round)

@@ -8,12 +8,15 @@ model, mean loss and BatchNorm statistics, in the round's client order. Each cli
 come from its own (seed, round, client) generator, so the numbers do not depend on which rank
 trains it: bit for bit those of one process with the sequential executor, to float rounding
 with the batched one (its matrix products group the clients differently), as a different
-thread count would. Hence `train.processes` is not part of the run key. CPU ranks talk over
-gloo, GPU ranks over NCCL (Fabric's ddp_spawn strategy).
+thread count would. Hence `train.devices` (older name `train.processes`) is not part of the
+run key. CPU ranks talk over gloo, GPU ranks over NCCL (Fabric's ddp strategy); every rank's
+Fabric has the run's accelerator and precision.
 """
 from __future__ import annotations
 
 import torch
+
+from fedrepro.engine.precision import DEFAULT_PRECISION
 
 
 def shares(n: int, ranks: int) -> list[range]:
@@ -65,11 +68,12 @@ class ShardedExecutor:
         return gathered(models), gathered(losses).cpu()
 
 
-def spawn(train, processes: int, accelerator: str, *args):
-    """Run `train(fabric, *args)` on `processes` ranks (one process each, spawned here) and return
-    rank 0's result. The ranks are started with torch.multiprocessing rather than Fabric's own
-    launcher so that each child imports fedrepro (and its torchvision shim) before Lightning;
-    Fabric then joins the already-started processes (its "launched externally" mode)."""
+def spawn(train, processes: int, accelerator: str, *args, precision: str = DEFAULT_PRECISION):
+    """Run `train(fabric, *args)` on `processes` ranks (Fabric's `devices`, one process each,
+    spawned here; each rank's Fabric with `accelerator` and `precision`) and return rank 0's result.
+    The ranks are started with torch.multiprocessing rather than Fabric's own launcher so that each
+    child imports fedrepro (and its torchvision shim) before Lightning; Fabric then joins the
+    already-started processes (its "launched externally" mode)."""
     import socket
 
     import torch.multiprocessing as mp
@@ -79,11 +83,13 @@ def spawn(train, processes: int, accelerator: str, *args):
         port = s.getsockname()[1]
     threads = max(1, torch.get_num_threads() // processes)  # the ranks share the cores
     results = mp.get_context("spawn").SimpleQueue()
-    mp.spawn(_rank_main, args=(processes, port, threads, accelerator, results, train, args), nprocs=processes)
+    mp.spawn(_rank_main, args=(processes, port, threads, accelerator, precision, results, train, args),
+             nprocs=processes)
     return results.get()
 
 
-def _rank_main(rank: int, processes: int, port: int, threads: int, accelerator: str, results, train, args):
+def _rank_main(rank: int, processes: int, port: int, threads: int, accelerator: str, precision: str, results,
+               train, args):
     import os
 
     from lightning.fabric import Fabric
@@ -91,7 +97,7 @@ def _rank_main(rank: int, processes: int, port: int, threads: int, accelerator: 
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(processes),
                        "RANK": str(rank), "LOCAL_RANK": str(rank), "NODE_RANK": "0"})
     torch.set_num_threads(threads)
-    fabric = Fabric(accelerator=accelerator, devices=processes, strategy="ddp", precision="32-true")
+    fabric = Fabric(accelerator=accelerator, devices=processes, strategy="ddp", precision=precision)
     fabric.launch()
     result = train(fabric, *args)
     if rank == 0:

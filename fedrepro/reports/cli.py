@@ -19,28 +19,21 @@ LAUNCHER_CHOICES = ("local", "joblib", "submitit_local", "submitit_slurm", "ray"
 
 
 class _TableParser(argparse.ArgumentParser):
-    """Parses as usual, then makes --launcher, --done-only and --data-root the defaults of every
-    `measure_cells` of this process (the targets pass --jobs to it; the others travel in
-    FEDREPRO_LAUNCHER, FEDREPRO_DONE_ONLY and FEDREPRO_DATA_ROOT, which each parse sets anew)."""
+    """Parses as usual, then checks what argparse does not: a LAUNCHER= or DONE_ONLY= from the
+    environment that is not a choice. The parse touches nothing else: --launcher, --done-only
+    and --data-root reach the runs and the "data not here" checks as the parsed options
+    (`reports.target.run` hands them to `cells(options, scale)` and to the sweep; a run's config
+    carries data_root= explicitly), never through os.environ. The environment variables are
+    inputs only: PROFILE, SEEDS, JOBS, LAUNCHER, DONE_ONLY, FEDREPRO_DATA_ROOT, ... are read here,
+    as defaults, when the parser is built."""
 
     def parse_known_args(self, args=None, namespace=None):
         ns, rest = super().parse_known_args(args, namespace)
-        if hasattr(ns, "launcher"):
-            if ns.launcher not in LAUNCHER_CHOICES:  # from LAUNCHER=, which argparse does not check
-                self.error(f"LAUNCHER={ns.launcher!r} is unknown; choose one of {', '.join(LAUNCHER_CHOICES)}")
-            os.environ["FEDREPRO_LAUNCHER"] = ns.launcher
+        if hasattr(ns, "launcher") and ns.launcher not in LAUNCHER_CHOICES:  # from LAUNCHER=, unchecked
+            self.error(f"LAUNCHER={ns.launcher!r} is unknown; choose one of {', '.join(LAUNCHER_CHOICES)}")
         if os.environ.get("DONE_ONLY", "") not in ("", "0", "1"):
             self.error(f"DONE_ONLY={os.environ['DONE_ONLY']!r}: set DONE_ONLY=1 to render from finished runs "
                        "only, or leave it empty")
-        if getattr(ns, "data_root", None):
-            # what the target checks for ("data not here") is what its runs read: both compose
-            # their configs with data_root = $FEDREPRO_DATA_ROOT unless told otherwise
-            os.environ["FEDREPRO_DATA_ROOT"] = ns.data_root
-        if hasattr(ns, "done_only"):
-            if ns.done_only:
-                os.environ["FEDREPRO_DONE_ONLY"] = "1"
-            else:
-                os.environ.pop("FEDREPRO_DONE_ONLY", None)
         return ns, rest
 
 
@@ -52,7 +45,7 @@ def table_parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", 1)),
                     help="runs at once (processes), each with cores/jobs threads")
     ap.add_argument("--launcher", choices=LAUNCHER_CHOICES,
-                    default=os.environ.get("LAUNCHER") or "local",  # not FEDREPRO_LAUNCHER: the last parse's
+                    default=os.environ.get("LAUNCHER") or "local",
                     help="how runs are started: local (this process, or joblib processes when "
                          "--jobs > 1), joblib, submitit_local, submitit_slurm (its settings: "
                          "--launcher-config), ray (RAY_ADDRESS or a local Ray)")
@@ -61,14 +54,16 @@ def table_parser(description: str) -> argparse.ArgumentParser:
                          "(the one Hydra sweeps use with hydra/launcher=NAME) or a YAML path (default slurm; "
                          "make LAUNCHER_CONFIG=...)")
     ap.add_argument("--results-root", default=os.environ.get("FEDREPRO_RESULTS", "results"))
-    ap.add_argument("--data-root", default=os.environ.get("FEDREPRO_DATA_ROOT", "data"))
+    ap.add_argument("--data-root", default=os.environ.get("FEDREPRO_DATA_ROOT", "data"),
+                    help="the data folder: what every run reads (its config's data_root) and where the "
+                         "target looks for each dataset (default $FEDREPRO_DATA_ROOT, else ./data)")
     ap.add_argument("--datasets", default=None,
                     help="comma-separated dataset keys, or 'all' (every paper row; rows that cannot "
                          "run here are listed as 'not run'); default: the datasets runnable here")
     ap.add_argument("--splits", default="all", help="comma-separated split keys (iid, dirichlet0.6, ...) or 'all'")
     ap.add_argument("--override", action="append", default=os.environ.get("OVERRIDES", "").split(),
                     metavar="KEY=VALUE", help="a config override for every run of the target, after the "
-                    "target's own (repeatable; make OVERRIDES=\"logger=wandb train.device=cuda\")")
+                    "target's own (repeatable; make OVERRIDES=\"logger=wandb train.accelerator=cuda\")")
     ap.add_argument("--done-only", action="store_true", default=os.environ.get("DONE_ONLY") == "1",
                     help="train nothing: fill the table from the finished runs in the results store, "
                          "the others 'not run (not computed yet)' (make DONE_ONLY=1)")

@@ -8,9 +8,10 @@ and the data behind the number. Cells that cannot run here carry status "not run
 reason, so the table shows them instead of leaving them out; a run that raises is recorded in
 the store (status "failed", the error and round) and its cell shows "failed (reason)"; a
 diverged run's cell "diverged (round ...)". The rest of the sweep always completes.
-With FEDREPRO_DONE_ONLY=1 (set by a target's --done-only, make DONE_ONLY=1; reports.cli) nothing
-is trained: the cells are filled from the finished runs in the store and the others show "not
-run" (not computed yet), so a long target's table can be read, and committed, while it is under way.
+With done_only=True (a target's --done-only, make DONE_ONLY=1; reports.cli, handed down by
+reports.target.run) nothing is trained: the cells are filled from the finished runs in the store
+and the others show "not run" (not computed yet), so a long target's table can be read, and
+committed, while it is under way.
 
 A paper target (reports/target.py) declares its cells and its driver calls `collect` once for
 all of them; its render builds frames with `cell_frame`.
@@ -140,27 +141,16 @@ def _worker_died(overrides: list[str], why: str):
     return runner.Failure(message, "failed", key, folder)
 
 
-DONE_ONLY_ENV = "FEDREPRO_DONE_ONLY"
 NOT_COMPUTED = "not computed yet (rendered with --done-only: no finished run in the results store)"
 NOT_IN_STORE = "not in the results store (run its target)"
 
 
-def done_only() -> bool:
-    """Whether this process renders from finished runs only (--done-only, make DONE_ONLY=1)."""
-    return os.environ.get(DONE_ONLY_ENV) == "1"
-
-
-def refuse_done_only(target: str) -> None:
-    """For the targets that train in loops of their own, outside the results store."""
-    if done_only():
+def refuse_done_only(target: str, done_only: bool) -> None:
+    """For the targets that train in loops of their own, outside the results store: refused when
+    asked to render from finished runs only (`done_only`: the target's options.done_only)."""
+    if done_only:
         raise SystemExit(f"{target} trains in its own loop, not through the results store, so it has "
                          "nothing to render from: run it without --done-only (DONE_ONLY)")
-
-
-def default_launcher() -> str:
-    """The launcher the last table parse chose (FEDREPRO_LAUNCHER, reports.cli), else LAUNCHER
-    (make exports it), else "local"."""
-    return os.environ.get("FEDREPRO_LAUNCHER") or os.environ.get("LAUNCHER") or "local"
 
 
 def _cores() -> int:
@@ -334,7 +324,7 @@ def _launch_ray(args: list[list[str]], jobs: int, threads: int, log, report) -> 
             ray.shutdown()
 
 
-def launch(args: list[list[str]], *, jobs: int = 1, launcher: Optional[str] = None,
+def launch(args: list[list[str]], *, jobs: int = 1, launcher: str = "local",
            results_root: str = "results", log: Optional[Callable[[str], None]] = None,
            report: Callable[[int, object], None] = _no_report, launcher_config: str = "slurm") -> list:
     """Run every override list; one outcome each (RunResult or runner.Failure), in order.
@@ -344,7 +334,7 @@ def launch(args: list[list[str]], *, jobs: int = 1, launcher: Optional[str] = No
     run cores // jobs threads (on SLURM: its cpus_per_task), so runs never oversubscribe.
     `report(index, outcome)` is called in this process as each outcome comes back; the
     launcher's own lines go to `log` (default: this module's logger)."""
-    launcher = launcher or default_launcher()
+    launcher = launcher or "local"
     if launcher not in LAUNCHER_CHOICES:
         raise FedreproError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHER_CHOICES)}")
     jobs = max(1, int(jobs))
@@ -484,19 +474,20 @@ def cell_label(cell: Cell, seed: int) -> str:
 
 def collect(cells: list[Cell], *, profile: str, seeds: int, results_root: str = "results",
             extra: list[str] = (), jobs: int = 1, log: Optional[Callable[[str], None]] = None,
-            launcher: Optional[str] = None, run: bool = True, launcher_config: str = "slurm") -> dict[int, list]:
+            launcher: str = "local", run: bool = True, launcher_config: str = "slurm",
+            done_only: bool = False) -> dict[int, list]:
     """{cell index: [outcome per seed]} of every runnable cell: run (or reused) through `launcher`,
-    or, with run=False or --done-only, read from the store alone (nothing is computed)."""
+    or, with run=False or done_only (--done-only), read from the store alone (nothing is computed)."""
     tasks = [(i, seed) for i, cell in enumerate(cells) if not cell.not_run for seed in range(seeds)]
     args = [run_overrides(cells[i], seed, profile=profile, results_root=results_root, extra=extra)
             for i, seed in tasks]
     labels = [cell_label(cells[i], seed) for i, seed in tasks]
-    if done_only() or not run:
+    if done_only or not run:
         outcomes = _stored(args, labels, owned=run)
     else:
         if args:
             (log or logger.info)(f"{len(args)} runs ({profile} profile, {jobs} at a time, "
-                                 f"{launcher or default_launcher()} launcher, results in {results_root})")
+                                 f"{launcher or 'local'} launcher, results in {results_root})")
         with _Progress(labels, log) as progress:
             outcomes = launch(args, jobs=jobs, launcher=launcher, results_root=results_root, log=log,
                               report=progress, launcher_config=launcher_config)
@@ -548,21 +539,22 @@ def cell_frame(cells: list[Cell], by_cell: dict[int, list], metric: Callable, *,
 
 def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: int,
                   results_root: str = "results", extra: list[str] = (), jobs: int = 1,
-                  log: Optional[Callable[[str], None]] = None, launcher: Optional[str] = None,
-                  run: bool = True) -> tuple[pd.DataFrame, dict]:
+                  log: Optional[Callable[[str], None]] = None, launcher: str = "local",
+                  run: bool = True, done_only: bool = False) -> tuple[pd.DataFrame, dict]:
     """Run every runnable cell for seeds 0..seeds-1 and measure `metric(run_result)` on each
     (`collect`, then `cell_frame`).
 
     run=False reads another target's cells: only runs already in the store count, nothing is
-    computed, and a missing run's cell is "not run" (NOT_IN_STORE).
+    computed, and a missing run's cell is "not run" (NOT_IN_STORE); done_only=True reads this
+    target's own runs the same way (a missing one is NOT_COMPUTED).
 
-    `jobs` runs at once through `launcher` (default: $LAUNCHER, else local: joblib processes
-    when jobs > 1), each with cores // jobs threads, so they do not oversubscribe the machine.
+    `jobs` runs at once through `launcher` (default local: joblib processes when jobs > 1; a
+    target passes its --launcher), each with cores // jobs threads, so they do not oversubscribe the machine.
     A run that fails is recorded in the results store and its cell shows "failed" with the
     error; the other runs go on. Each run's end is told as it comes (`_Progress`) through this
     module's logger, or to `log` when given. Returns (ours frame, {cell index: [RunResult]})."""
     by_cell = collect(cells, profile=profile, seeds=seeds, results_root=results_root, extra=extra,
-                      jobs=jobs, log=log, launcher=launcher, run=run)
+                      jobs=jobs, log=log, launcher=launcher, run=run, done_only=done_only)
     return cell_frame(cells, by_cell, metric, profile=profile)
 
 

@@ -7,9 +7,15 @@ writes its tables and figures from them (`render`) and names the claims it judge
 
 `options` is the target's parsed command line (`reports.cli.table_parser`: --profile, --seeds,
 --jobs, --launcher, --results-root, --data-root, --datasets, --splits, --done-only, plus what the
-target adds in `add_options(parser)`, an optional method). `scale` shrinks a target without
-touching module globals (tests, a quick look): a mapping of knobs the target documents in its
-`SCALE` (name -> what it means; none without it); a knob it does not name is refused.
+target adds in `add_options(parser)`, an optional method). It is the only way these choices
+travel: a target's "data not here" checks read options.data_root, every run's config gets
+data_root=options.data_root as its first override (so a launcher's worker process reads the same
+folder), and the sweep takes options.launcher and options.done_only; nothing goes through
+os.environ.
+
+`scale` shrinks a target without touching module globals (tests, a quick look): a mapping of
+knobs the target documents in its `SCALE` (name -> what it means; none without it); a knob it
+does not name is refused.
 
 `run(target, options, scale)` is the one driver: it asks `cells`, computes (or reuses, or with
 --done-only only reads) every run of every cell for seeds 0..n-1 in one sweep through the
@@ -163,6 +169,7 @@ def run(target: Target, options: argparse.Namespace, scale: Optional[Mapping[str
     asked again after each sweep until it names no new run: a run chosen from other runs'
     outcomes (compare-compression's Top-k k, from Alg. 3's bits) is declared once they exist."""
     scale = check_scale(target, scale or {})
+    done_only = bool(getattr(options, "done_only", False))
     outcomes, swept = {}, set()
     while True:
         cells = target.cells(options, scale)
@@ -172,11 +179,12 @@ def run(target: Target, options: argparse.Namespace, scale: Optional[Mapping[str
         swept.update(tuple(c.overrides) for c in todo)
         by_cell = grid.collect(_with_data_root(todo, options), profile=options.profile, seeds=options.seeds,
                                results_root=options.results_root, jobs=options.jobs,
-                               launcher=getattr(options, "launcher", None),
-                               launcher_config=getattr(options, "launcher_config", "slurm"))
+                               launcher=getattr(options, "launcher", "local"),
+                               launcher_config=getattr(options, "launcher_config", "slurm"),
+                               done_only=done_only)
         outcomes.update({_run_key(cell, seed): outcome
                          for i, cell in enumerate(todo) for seed, outcome in enumerate(by_cell.get(i, []))})
-        if grid.done_only():  # nothing new can finish while nothing trains
+        if done_only:  # nothing new can finish while nothing trains
             break
     return target.render(Results(options, scale, cells, outcomes))
 
