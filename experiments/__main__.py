@@ -95,6 +95,8 @@ def main(argv=None) -> int:
 
         ap.add_argument("--archive", type=Path, default=ARCHIVE, help="the run archive (docs/measured/runs)")
     options = ap.parse_args(rest)
+    # W&B's group and paper tag of the target's runs (logger.* is not in the run key)
+    options.group, options.paper = registry.make_name(paper, target), paper if paper != "baselines" else None
     if command == "status":
         return status(paper, target, options)
     if command == "archive":

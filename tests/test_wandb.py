@@ -145,3 +145,33 @@ def test_a_multiruns_runs_are_grouped_under_its_sweep(tmp_path):
     runs = [of_kind(wandb_records(d), "run")[0] for d in sorted(tmp_path.glob("runs/*/wandb/offline-run-*"))]
     assert sorted(r.display_name for r in runs) == ["fedavg-mnist_5k-iid-0", "fedavg-mnist_5k-iid-1"]
     assert {r.run_group for r in runs} == {"seed-study"}
+
+
+def test_a_targets_runs_are_grouped_under_the_target(tmp_path, no_network):
+    """`make <target> OVERRIDES="logger=wandb"`: every run of the target is logged under the
+    target's make name as W&B's group (here the ad-hoc grid target; a paper's targets also tag
+    their paper), and --override still wins over the target's own logger settings."""
+    from experiments.__main__ import main as experiments_main
+
+    common = ["grid", "--results-root", str(tmp_path), "--profile", "smoke", "--override", "logger=wandb",
+              "--cell=a=algorithm=fedavg", "--cell=b=algorithm=fedprox"]
+    assert experiments_main([*common, "--", "train.num_clients=10"]) == 0
+    runs = [of_kind(wandb_records(d), "run")[0] for d in sorted(tmp_path.glob("runs/*/wandb/offline-run-*"))]
+    assert len(runs) == 2 and {r.run_group for r in runs} == {"grid"}
+    mine = tmp_path / "mine"
+    assert experiments_main([*common[:2], str(mine), *common[3:], "--override", "logger.group=mine",
+                             "--", "train.num_clients=10"]) == 0
+    runs = [of_kind(wandb_records(d), "run")[0] for d in sorted(mine.glob("runs/*/wandb/offline-run-*"))]
+    assert {r.run_group for r in runs} == {"mine"}
+
+
+def test_a_paper_targets_runs_carry_its_group_and_paper():
+    from types import SimpleNamespace
+
+    from fedrepro.reports.grid import Cell
+    from fedrepro.reports.target import _as_the_targets_runs
+
+    options = SimpleNamespace(data_root="d", group="fen-table2", paper="fedelasticnet", override=["logger=wandb"])
+    (cell,) = _as_the_targets_runs([Cell({}, ["algorithm=fedavg"])], options)
+    assert cell.overrides == ["data_root=d", "logger.group=fen-table2", "logger.paper=fedelasticnet",
+                              "algorithm=fedavg", "logger=wandb"]

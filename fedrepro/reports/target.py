@@ -104,11 +104,14 @@ def _run_key(cell: Cell, seed: int) -> tuple:
     return (*cell.overrides, f"seed={seed}")
 
 
-def _with_data_root(cells: list[Cell], options) -> list[Cell]:
-    """Every run reads --data-root (a cell's own data_root= wins: Hydra takes the last) and
-    takes the command line's --override after the cell's own."""
+def _as_the_targets_runs(cells: list[Cell], options) -> list[Cell]:
+    """Every run reads --data-root (a cell's own data_root= wins: Hydra takes the last), is
+    logged under the target's group and paper (`options.group` / `options.paper`, W&B's group
+    and tag; not in the run key) and takes the command line's --override after the cell's own."""
+    first = [f"data_root={options.data_root}"]
+    first += [f"logger.{k}={v}" for k in ("group", "paper") if (v := getattr(options, k, None))]
     extra = list(getattr(options, "override", None) or [])
-    return [Cell(c.keys, [f"data_root={options.data_root}", *c.overrides, *extra], c.not_run) for c in cells]
+    return [Cell(c.keys, [*first, *c.overrides, *extra], c.not_run) for c in cells]
 
 
 @dataclass
@@ -149,7 +152,7 @@ def stored(cells: list[Cell], options: argparse.Namespace,
     """(ours frame, {index: [RunResult]}) of `cells` from the results store alone, as `options`
     would run them (data root, overrides): nothing is computed. Another target's runs, or, in a
     target's cells(), the runs whose outcomes choose its later runs."""
-    by_cell = grid.collect(_with_data_root(cells, options), profile=options.profile, seeds=options.seeds,
+    by_cell = grid.collect(_as_the_targets_runs(cells, options), profile=options.profile, seeds=options.seeds,
                            results_root=options.results_root, run=False)
     return grid.cell_frame(cells, by_cell, metric or (lambda r: math.nan), profile=options.profile)
 
@@ -177,7 +180,7 @@ def run(target: Target, options: argparse.Namespace, scale: Optional[Mapping[str
         if not todo:
             break
         swept.update(tuple(c.overrides) for c in todo)
-        by_cell = grid.collect(_with_data_root(todo, options), profile=options.profile, seeds=options.seeds,
+        by_cell = grid.collect(_as_the_targets_runs(todo, options), profile=options.profile, seeds=options.seeds,
                                results_root=options.results_root, jobs=options.jobs,
                                launcher=getattr(options, "launcher", "local"),
                                launcher_config=getattr(options, "launcher_config", "slurm"),
@@ -195,7 +198,7 @@ def plan(target: Target, options: argparse.Namespace, scale: Optional[Mapping[st
 
     scale = check_scale(target, scale or {})
     out = []
-    for cell in _runnable(_with_data_root(target.cells(options, scale), options)):
+    for cell in _runnable(_as_the_targets_runs(target.cells(options, scale), options)):
         for seed in range(options.seeds):
             overrides = grid.run_overrides(cell, seed, profile=options.profile, results_root=options.results_root)
             cfg = compose_config(overrides)
