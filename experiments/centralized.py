@@ -11,12 +11,15 @@ not here show "not run" and the missing files. The target is `TARGET` (experimen
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
+from experiments.feddyn.claims import CHECKS
+from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.grid import Cell
 
 
@@ -75,12 +78,33 @@ def accuracy(run) -> float:
     return 100 * run.summary["final"].get("server_test_acc", math.nan)
 
 
+def _recipe_epochs(b: Baseline) -> int:
+    return int([x for x in b.overrides if x.startswith("algorithm.epochs=")][-1].split("=")[1])
+
+
+def claims_frame(ours: pd.DataFrame, runs: dict) -> pd.DataFrame:
+    """FDY-S3-1's frame (experiments/feddyn/claims.py): the datasets with a stated accuracy, their
+    best test accuracy over the epochs run, against the recipe's epochs."""
+    rows = []
+    for i, b in enumerate(BASELINES):
+        if not b.paper:
+            continue
+        row = {"dataset": b.dataset, "stated": [float(v) for v in re.findall(r"\d+\.\d+", b.paper)],
+               "status": ours.iloc[i]["status"], "reason": ours.iloc[i]["reason"], "recipe_epochs": _recipe_epochs(b)}
+        if row["status"] == "ok":
+            run = runs[i][0]
+            acc = pd.to_numeric(pd.read_csv(run.folder / "metrics.csv")["server_test_acc"], errors="coerce")
+            row.update(best=100 * acc.max(), epochs=run.summary["rounds_completed"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 @dataclass(frozen=True)
 class Centralized:
     """One centralized run per dataset, its test accuracy beside the paper's."""
     name = "centralized"
     title = "Centralized baselines: every dataset and model here, beside the papers' accuracies"
-    claims = ()
+    claims = ("FDY-S3-1",)
 
     def cells(self, options, scale):
         return [cell(b, options.profile) for b in BASELINES]
@@ -117,6 +141,9 @@ class Centralized:
         lines += ["", *[f"- {n}" for n in notes]]
         (out / "centralized.md").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
+        header = f"### Claims on our centralized runs, profile={args.profile}, seed 0"
+        print("\n" + write_claims(out / "centralized_claims.md",
+                                  evaluate_claims(list(self.claims), claims_frame(ours, runs), CHECKS), header))
         return 0
 
 

@@ -16,6 +16,7 @@ import torch
 from experiments.__main__ import main, parser_for
 from experiments.fedelasticnet.claims import CHECKS, FEN_T2_UNIT
 from experiments.fedelasticnet.common import SETTINGS, cell
+from fedrepro.errors import ConfigError
 from experiments.fedelasticnet.targets import TARGETS
 from fedrepro.config import compose_config, run_key
 from fedrepro.reports.claims import evaluate_claims
@@ -199,3 +200,19 @@ def test_figures(root, capsys):
     assert verdict(out, "FEN-F1-2") == "not evaluated"  # CIFAR only
     stats = pd.read_csv(figs / "fedelasticnet_fig2_stats.csv").set_index("algorithm_key")
     assert stats.loc["fen_alg3", "zero_frac"] > stats.loc["feddyn_update", "zero_frac"]
+
+
+def test_a_cifar_figure_drawn_on_another_dataset_says_so(root, capsys):
+    """Figs. 2-5 are CIFAR-10 in the paper: --dataset draws them on another dataset, named in the
+    title and the file name; the claims file states its profile; a dataset not here is refused."""
+    run("fig4", root, "--dataset", "mnist")
+    out = capsys.readouterr().out
+    figs = root / "figures"
+    assert (figs / "fedelasticnet_fig4_mnist.png").stat().st_size > 10_000
+    data = pd.read_csv(figs / "fedelasticnet_fig4_mnist_data.csv")
+    assert sorted(data["lambda1"]) == [1e-8, 1e-6, 1e-4, 1e-2] and set(data["algorithm_key"]) == {"fen_alg2"}
+    claims = (figs / "fedelasticnet_fig4_mnist_claims.md").read_text()
+    assert claims.startswith("### Claims on our numbers (fedelasticnet_fig4_mnist), profile=smoke")
+    assert verdict(out, "FEN-F4-1") != "not evaluated"
+    with pytest.raises(ConfigError, match="--dataset cifar10: .*choose a dataset whose data is here"):
+        main(["fen", "fig4", "--profile", "smoke", "--results-root", str(root), "--dataset", "cifar10"])

@@ -623,3 +623,30 @@ def fdy_f11_1(ours):
     results, expected, reasons = _curve_results(ours, ALL, rule)
     return _every(results, "FedDyn above every baseline (tail mean) and fewest models to 95 % of its final accuracy",
                   expected=expected, need="all four methods' curves", reasons=reasons)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sec. 3: the centralized accuracies (experiments/centralized.py's frame: one row per dataset
+# with a stated value: dataset, stated (the paper's values, %), status, reason, best (best test
+# accuracy over the epochs run, %), epochs, recipe_epochs)
+
+
+@CHECKS.register("FDY-S3-1")
+def fdy_s3_1(ours):
+    results, reasons = [], []
+    for r in ours.itertuples():
+        stated = " / ".join(f"{v:g}" for v in r.stated)
+        if r.status != "ok":
+            reasons.append(f"{r.dataset} ({r.reason})")
+            continue
+        gap = min(abs(r.best - v) for v in r.stated)
+        text = f"best {r.best:.1f} vs stated {stated} after {int(r.epochs)} of {r.recipe_epochs} epochs"
+        if gap <= 1:
+            results.append((r.dataset, True, text))
+        elif r.best < min(r.stated) and r.epochs < r.recipe_epochs:  # short of it, and stopped early
+            results.append((r.dataset, None, text + " (censored: the profile caps the epochs)"))
+        else:
+            results.append((r.dataset, False, text))
+    return shared.every(results, "|best centralized test accuracy - stated| <= 1 point", expected=len(ours),
+                        reasons="; ".join(reasons), need="a finished centralized run", strict=True,
+                        undecided_why="the profile's epoch cap")

@@ -42,6 +42,7 @@ from experiments.fedelasticnet.common import (ACCURACY, IMAGE4, LABELS, PARTICIP
                                               save, selection, table_grid, tail_accuracy, titled)
 from fedrepro import store
 from fedrepro.config import compose_config, run_key
+from fedrepro.errors import ConfigError
 from fedrepro.metrics.ledger import Ledger, shannon_entropy
 from fedrepro.reports.claims import claims_markdown, evaluate_claims
 from fedrepro.reports.figures import figure_dir
@@ -64,9 +65,10 @@ NAMES = {"fen_alg1": "Algorithm 1", "fen_alg2": "Algorithm 2", "fen_alg3": "Algo
          "feddyn_update": "FedDyn (sending Delta)"}
 
 
-def report_claims(ids: list[str], frame: pd.DataFrame, path: Path) -> None:
+def report_claims(ids: list[str], frame: pd.DataFrame, path: Path, profile: str) -> None:
+    """The claims file, headed by the profile it was measured at (the claims index reads it)."""
     md = claims_markdown(evaluate_claims(ids, frame, checks=CHECKS))
-    path.write_text(md + "\n")
+    path.write_text(f"### Claims on our numbers ({path.stem.removesuffix('_claims')}), profile={profile}\n\n{md}\n")
     print("\nClaims check (on our numbers):\n" + md)
 
 
@@ -84,6 +86,21 @@ def stand_in(data_root: str, dataset: str = "cifar10") -> tuple[str, str]:
         return dataset, LABELS[dataset]
     here = runnable[0]
     return here, f"paper: {LABELS[dataset]}, here: {LABELS[here]} ({LABELS[dataset]}: {why})"
+
+
+def figure_dataset(args) -> tuple[str, str, str]:
+    """Figs. 2-5 (CIFAR-10 in the paper): (dataset, title note, file suffix): `--dataset` where
+    given (its data must be here), else CIFAR-10 or its stand-in (`stand_in`)."""
+    chosen = getattr(args, "dataset", None)
+    if not chosen:
+        return (*stand_in(args.data_root), "")
+    if chosen not in LABELS:
+        raise ConfigError(f"--dataset {chosen!r} is not a FedElasticNet dataset; choose one of {', '.join(LABELS)}")
+    why = dataset_reason(chosen, args.data_root)
+    if why:
+        raise ConfigError(f"--dataset {chosen}: {why} (data root {args.data_root}); choose a dataset whose data is here")
+    suffix = "" if chosen == "cifar10" else f"_{chosen}"
+    return chosen, f"paper: {LABELS['cifar10']}, here: {LABELS[chosen]} (--dataset)", suffix
 
 
 def grid_cells(datasets, splits, algorithms, participation, args) -> tuple[list[Cell], list[str]]:
@@ -123,7 +140,7 @@ def accuracy_figure(number: str, results) -> Path:
                          out / f"fedelasticnet_fig{number}.png", title=title, ncols=max(2, len(splits)))
     for line in notes:
         print(f"note: {line}")
-    report_claims(claims, ours, out / f"fedelasticnet_fig{number}_claims.md")
+    report_claims(claims, ours, out / f"fedelasticnet_fig{number}_claims.md", args.profile)
     return path
 
 
@@ -208,7 +225,7 @@ def capture_check(captured: dict, args) -> str:
 
 
 def figure2(args) -> Path:
-    dataset, note = stand_in(args.data_root)
+    dataset, note, suffix = figure_dataset(args)
     algorithms = ["feddyn_update", "fen_alg2", "fen_alg3"]
     rows, values = [], {}
     for alg in algorithms:
@@ -232,9 +249,10 @@ def figure2(args) -> Path:
         ax.text(0.02, 0.97, f"zeros {r['zero_frac']:.1%}\nexcess kurtosis {r['kurtosis']:.1f}\n"
                             f"entropy {r['entropy']:.2f} bits", transform=ax.transAxes, va="top", fontsize=8)
     out = figure_dir(args.results_root)
-    path = save(fig, out / "fedelasticnet_fig2.png")
-    stats.to_csv(out / "fedelasticnet_fig2_stats.csv", index=False)
-    report_claims(["FEN-F2-1", "FEN-F2-2", "FEN-F2-3"], stats, out / "fedelasticnet_fig2_claims.md")
+    path = save(fig, out / f"fedelasticnet_fig2{suffix}.png")
+    stats.to_csv(out / f"fedelasticnet_fig2{suffix}_stats.csv", index=False)
+    report_claims(["FEN-F2-1", "FEN-F2-2", "FEN-F2-3"], stats, out / f"fedelasticnet_fig2{suffix}_claims.md",
+                  args.profile)
     return path
 
 
@@ -243,7 +261,7 @@ def figure2(args) -> Path:
 
 
 def sweep_cells(number: str, args) -> list[Cell]:
-    dataset, _ = stand_in(args.data_root)
+    dataset, _, _ = figure_dataset(args)
     return [cell({"dataset_key": dataset, "split_key": "dirichlet0.3", "algorithm_key": SWEEP[number], "lambda1": lam},
                  "p10", args.profile, data_root=args.data_root, lambda1=lam) for lam in LAMBDAS]
 
@@ -251,7 +269,7 @@ def sweep_cells(number: str, args) -> list[Cell]:
 def sweep_figure(number: str, results) -> Path:
     args = results.options
     alg = SWEEP[number]
-    _, note = stand_in(args.data_root)
+    _, note, suffix = figure_dataset(args)
     cells = sweep_cells(number, args)
     nnz, summaries = results.measure(cells, lambda run: run.summary["final"]["cum_up_nonzeros"] / FEN_T2_UNIT)
     acc, _ = results.measure(cells, lambda run: tail_accuracy(metrics_frame(run)))
@@ -273,8 +291,10 @@ def sweep_figure(number: str, results) -> Path:
         ax.set_title(label, fontsize=9)
         ax.grid(alpha=0.3)
     out = figure_dir(args.results_root)
-    path = save(fig, out / f"fedelasticnet_fig{number}.png")
-    report_claims([f"FEN-F{number}-1", f"FEN-F{number}-2"], frame, out / f"fedelasticnet_fig{number}_claims.md")
+    path = save(fig, out / f"fedelasticnet_fig{number}{suffix}.png")
+    frame.to_csv(out / f"fedelasticnet_fig{number}{suffix}_data.csv", index=False)
+    report_claims([f"FEN-F{number}-1", f"FEN-F{number}-2"], frame,
+                  out / f"fedelasticnet_fig{number}{suffix}_claims.md", args.profile)
     return path
 
 
@@ -320,6 +340,6 @@ def cost_figures(results) -> list[Path]:
     for line in notes:
         print(f"note: {line}")
     report_claims(["REV-R3-3"], pd.concat(per_round, ignore_index=True) if per_round else pd.DataFrame(),
-                  out / f"fedelasticnet_costs_{args.participation}_claims.md")
+                  out / f"fedelasticnet_costs_{args.participation}_claims.md", args.profile)
     return paths
 

@@ -1,7 +1,7 @@
 """FedElasticNet's tables and figures as Targets (fedrepro.reports.target).
 
     python -m experiments fen table2 --profile quick [--datasets all] [--splits iid]
-    python -m experiments fen fig3 --profile quick
+    python -m experiments fen fig3 --profile quick [--dataset mnist]
     python -m experiments fen costs --participation p100
     make fen-table2 (alias: make table2), make fen-fig1, make fen-costs
 
@@ -35,6 +35,12 @@ def accuracy_figure(number: str, title: str) -> PaperTarget:
                        claims=tuple(figures.ACCURACY_FIGURES[number][3]))
 
 
+def _dataset_option(ap) -> None:
+    ap.add_argument("--dataset", default=None,
+                    help="draw the paper's CIFAR-10 figure on this dataset instead (mnist, emnist_l, ...): "
+                         "named in the title and the file name")
+
+
 def sweep_figure(number: str) -> PaperTarget:
     """Figs. 3-5: one algorithm with lambda1 in {1e-8, 1e-6, 1e-4, 1e-2}."""
     return PaperTarget(f"fig{number}",
@@ -42,7 +48,7 @@ def sweep_figure(number: str) -> PaperTarget:
                        "{1e-8, 1e-6, 1e-4, 1e-2}: accuracy and nonzeros",
                        cells_of=lambda options, scale: figures.sweep_cells(number, options),
                        render_with=lambda results: _printed(number, [figures.sweep_figure(number, results)]),
-                       claims=(f"FEN-F{number}-1", f"FEN-F{number}-2"))
+                       claims=(f"FEN-F{number}-1", f"FEN-F{number}-2"), options=_dataset_option)
 
 
 def _costs_options(ap) -> None:
@@ -62,7 +68,7 @@ TARGETS = [
                         "(sending updates), Algorithms 2 and 3",
                 cells_of=lambda options, scale: [],
                 render_with=lambda results: _printed("2", [figures.figure2(results.options)]),
-                claims=("FEN-F2-1", "FEN-F2-2", "FEN-F2-3"),
+                claims=("FEN-F2-1", "FEN-F2-2", "FEN-F2-3"), options=_dataset_option,
                 trains_outside_store="the uploaded values are captured by rerunning the runs with a recording "
                                      "ledger (cached in <results-root>/captures)"),
     sweep_figure("3"), sweep_figure("4"), sweep_figure("5"),

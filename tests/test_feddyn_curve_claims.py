@@ -1,6 +1,7 @@
-"""FedDyn's figure claims (experiments/feddyn/claims.py, 'Figures') on made-up curves: the tail
-statistics, FDY-F4-1's 0.5-point margin in every panel, FDY-F1-1's argmax with its 0.3-point tie,
-FDY-F1-2's plateau and spread, FDY-F2-2's 5-point gap, and a panel without runs left undecided."""
+"""FedDyn's claims judged on curves (experiments/feddyn/claims.py, 'Figures' and 'Sec. 3') on
+made-up runs: the tail statistics, FDY-F4-1's 0.5-point margin in every panel, FDY-F1-1's argmax
+with its 0.3-point tie, FDY-F1-2's plateau and spread, FDY-F2-1/2's comparisons, a panel without
+runs left undecided, and FDY-S3-1's best centralized epoch against the stated accuracies."""
 from __future__ import annotations
 
 import pandas as pd
@@ -86,3 +87,36 @@ def test_f2_1_reads_the_tail_and_the_rounds_to_table_2s_targets():
     assert ahead["verdict"] == "holds" and "rounds to 97.5 %" in ahead["detail"]
     behind = f2_1(panel("100 %", {"FedDyn": 97.0, "FedSplit Act": 98.0}, participation=1.0))
     assert behind["verdict"] == "fails"
+
+
+def test_s3_1_reads_the_best_epoch_and_leaves_a_capped_shortfall_undecided(tmp_path):
+    """FDY-S3-1 on the centralized target's runs (experiments/centralized.py): within 1 point of
+    the stated accuracy holds; short of it after fewer epochs than the recipe's is undecided;
+    a dataset whose run is missing leaves the claim undecided."""
+    from types import SimpleNamespace
+
+    from experiments import centralized
+
+    def run(name, accs, epochs):
+        folder = tmp_path / name
+        folder.mkdir()
+        pd.DataFrame({"round": range(1, len(accs) + 1), "server_test_acc": accs}).to_csv(folder / "metrics.csv")
+        return [SimpleNamespace(folder=folder, summary={"rounds_completed": epochs})]
+
+    names = [b.dataset for b in centralized.BASELINES]
+    ours = pd.DataFrame({"status": ["not run"] * len(names), "reason": ["data not here"] * len(names)})
+    runs = {names.index("mnist"): run("mnist", [0.95, 0.979, 0.976], 150),      # best 97.9 vs 98.4
+            names.index("emnist_l"): run("emnist_l", [0.90, 0.92], 100),        # 92.0 vs 95.0, capped
+            names.index("shakespeare"): run("shakespeare", [0.50, 0.515], 150)}  # 51.5 vs 50.8 / 51.2
+    for i in runs:
+        ours.loc[i, ["status", "reason"]] = ["ok", ""]
+    frame = centralized.claims_frame(ours, runs)
+    assert list(frame["dataset"]) == ["mnist", "emnist_l", "cifar10", "cifar100", "shakespeare"]
+    assert frame.set_index("dataset").loc["shakespeare", "stated"] == [50.8, 51.2]
+    verdict, detail = CHECKS["FDY-S3-1"](frame)
+    assert verdict == "not evaluated"
+    assert "mnist (best 97.9 vs stated 98.4 after 150 of 150 epochs)" in detail
+    assert "emnist_l (best 92.0 vs stated 95 after 100 of 150 epochs (censored" in detail
+    assert "cifar10 (data not here)" in detail
+    frame.loc[frame["dataset"] == "mnist", "best"] = 96.0  # 2.4 short after the recipe's epochs
+    assert CHECKS["FDY-S3-1"](frame)[0] == "fails"
