@@ -37,6 +37,7 @@ float32 products is the step itself).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -290,52 +291,33 @@ class BatchedExecutor(SequentialExecutor):
     def _data_gradient(self, w: torch.Tensor, grad: torch.Tensor, rows: torch.Tensor,
                        weight: torch.Tensor) -> torch.Tensor:
         """Writes every client's mean batch-loss gradient at w (S, d) into `grad`; returns the
-        (S,) batch losses of the clients (0 for clients past their last step's rows)."""
-        if self.mixed:
-            with autocast(self.precision, w.device):
-                return self._mixed_data_gradient(w, grad, rows, weight)
-        s, b = rows.shape
-        x = self.features.index_select(0, rows.reshape(-1)).view(s, b, -1)
-        y = self.y.index_select(0, rows.reshape(-1)).view(s, b)
-        hs, last = [x], len(self.layers) - 1
-        for i, (wo, bo, fan_in, fan_out) in enumerate(self.layers):
-            weight_i = w[:, wo:bo].view(s, fan_out, fan_in)
-            z = torch.baddbmm(w[:, bo:bo + fan_out].unsqueeze(1), hs[-1], weight_i.transpose(1, 2))
-            hs.append(z if i == last else z.relu_())
-        out = hs.pop()
-        loss, dz = self._loss_and_dz(out, y, weight)
-        for i in range(last, -1, -1):
-            wo, bo, fan_in, fan_out = self.layers[i]
-            h = hs[i]
-            torch.bmm(dz.transpose(1, 2), h, out=grad[:, wo:bo].view(s, fan_out, fan_in))
-            torch.sum(dz, 1, out=grad[:, bo:bo + fan_out])
-            if i:
-                dz = torch.ops.aten.threshold_backward(torch.bmm(dz, w[:, wo:bo].view(s, fan_out, fan_in)), h, 0)
-        return loss
-
-    def _mixed_data_gradient(self, w: torch.Tensor, grad: torch.Tensor, rows: torch.Tensor,
-                             weight: torch.Tensor) -> torch.Tensor:
-        """`_data_gradient` inside the autocast context: the same products, which autocast runs in
-        the low precision (their outputs too, so no `out=` into the float32 `grad`: copied in)."""
-        s, b = rows.shape
-        x = self.features.index_select(0, rows.reshape(-1)).view(s, b, -1)
-        y = self.y.index_select(0, rows.reshape(-1)).view(s, b)
-        hs, last = [x], len(self.layers) - 1
-        for i, (wo, bo, fan_in, fan_out) in enumerate(self.layers):
-            weight_i = w[:, wo:bo].view(s, fan_out, fan_in)
-            z = torch.baddbmm(w[:, bo:bo + fan_out].unsqueeze(1), hs[-1], weight_i.transpose(1, 2))
-            hs.append(z if i == last else z.relu_())
-        out = hs.pop()
-        loss, dz = self._loss_and_dz(out, y, weight)
-        for i in range(last, -1, -1):
-            wo, bo, fan_in, fan_out = self.layers[i]
-            h = hs[i]
-            grad[:, wo:bo].view(s, fan_out, fan_in).copy_(torch.bmm(dz.transpose(1, 2), h))
-            grad[:, bo:bo + fan_out].copy_(dz.sum(1))
-            if i:
-                back = torch.bmm(dz, w[:, wo:bo].view(s, fan_out, fan_in))
-                dz = torch.ops.aten.threshold_backward(back, h.to(back.dtype), 0)
-        return loss
+        (S,) batch losses of the clients (0 for clients past their last step's rows). Under a mixed
+        precision the products run in autocast's low precision and are copied into the float32
+        `grad` (no `out=`: their outputs are low-precision too)."""
+        with autocast(self.precision, w.device) if self.mixed else contextlib.nullcontext():
+            s, b = rows.shape
+            x = self.features.index_select(0, rows.reshape(-1)).view(s, b, -1)
+            y = self.y.index_select(0, rows.reshape(-1)).view(s, b)
+            hs, last = [x], len(self.layers) - 1
+            for i, (wo, bo, fan_in, fan_out) in enumerate(self.layers):
+                weight_i = w[:, wo:bo].view(s, fan_out, fan_in)
+                z = torch.baddbmm(w[:, bo:bo + fan_out].unsqueeze(1), hs[-1], weight_i.transpose(1, 2))
+                hs.append(z if i == last else z.relu_())
+            out = hs.pop()
+            loss, dz = self._loss_and_dz(out, y, weight)
+            for i in range(last, -1, -1):
+                wo, bo, fan_in, fan_out = self.layers[i]
+                h, g_w, g_b = hs[i], grad[:, wo:bo].view(s, fan_out, fan_in), grad[:, bo:bo + fan_out]
+                if self.mixed:
+                    g_w.copy_(torch.bmm(dz.transpose(1, 2), h))
+                    g_b.copy_(dz.sum(1))
+                else:
+                    torch.bmm(dz.transpose(1, 2), h, out=g_w)
+                    torch.sum(dz, 1, out=g_b)
+                if i:
+                    back = torch.bmm(dz, w[:, wo:bo].view(s, fan_out, fan_in))
+                    dz = torch.ops.aten.threshold_backward(back, h.to(back.dtype), 0)
+            return loss
 
     def _loss_and_dz(self, out: torch.Tensor, y: torch.Tensor, weight: torch.Tensor):
         """(S,) weighted batch losses and d loss / d out, for the model's loss."""
