@@ -32,7 +32,7 @@ def executors(model, n_clients=6, n=23, features=12, classes=3, seed=0, **kw):
     if model.loss_kind == "squared":
         y = torch.randn(n_clients * n, generator=g)
     idx = [torch.arange(k * n, (k + 1) * n) for k in range(n_clients)]
-    args = dict(batch_size=5, weight_decay=kw.get("weight_decay", 1e-3), clip_norm=kw.get("clip_norm", 1.0), seed=seed)
+    args = dict(batch_size=kw.get("batch_size", 5), weight_decay=kw.get("weight_decay", 1e-3), clip_norm=kw.get("clip_norm", 1.0), seed=seed)
     return SequentialExecutor(model, x, y, idx, **args), BatchedExecutor(model, x, y, idx, **args)
 
 
@@ -129,6 +129,24 @@ def test_batch_schedule_is_the_sequential_one():
         assert rows.shape == (steps, 5)
         for r, positions in zip(rows, ref):
             assert torch.equal(r[r >= 0], idx[positions])
+
+
+def test_a_batch_larger_than_the_data_is_the_data_unpadded():
+    """Full-batch steps (L2GD's batch_size = 1e6): each step is the client's n rows, one
+    permutation per epoch, no padding to B, and the batched executor's steps are the sequential
+    ones (its rows once padded to B: GBs and minutes a run)."""
+    idx = torch.arange(100, 123)
+    rows = schedule_rows(idx, 10**6, 4, generator(3, "batches", 2, 7))
+    assert rows.shape == (4, 23) and all(torch.equal(r.sort().values, idx) for r in rows)
+    torch.manual_seed(0)
+    model = FlatModel(MLP(12, [], 1), loss="logistic")
+    w0 = model.flatten_module()
+    seq, fast = executors(model, batch_size=10**6)
+    jobs = mixed_jobs(w0, model.dim)
+    a, la = seq.run(jobs, 0.5, round=3)
+    b, lb = fast.run(jobs, 0.5, round=3)
+    assert torch.allclose(a, b, atol=2e-5, rtol=0) and torch.allclose(la, lb, atol=2e-5)
+    assert (a - w0).abs().max() > 0.1
 
 
 class Doubling(LocalRule):

@@ -111,6 +111,7 @@ def frame(cell_list: list[Cell], status: pd.DataFrame, runs: dict, eta: dict) ->
         if done:
             per = [summarize(r) for r in done]
             row["final_loss"] = mean_or_nan(p["final_loss"] for p in per)
+            row["final_losses"] = [p["final_loss"] for p in per]  # seed by seed (the claims' paired intervals)
             row["final_loss_sd"] = float(np.std([p["final_loss"] for p in per])) if len(per) > 1 else 0.0
             row["diverged_at"] = min(p["diverged_at"] for p in per)
             row["agg_weight"] = row["eta"] * cell.keys["lam"] / (settings.NUM_WORKERS * cell.keys["p"])

@@ -143,11 +143,14 @@ class BatchedExecutor(SequentialExecutor):
         s, dev = len(jobs), jobs[0].objective.anchor.device
         steps = torch.tensor([j.steps for j in jobs])
         horizon = int(steps.max())
-        rows = torch.full((s, horizon, self.batch_size), -1, dtype=torch.long)
+        # as wide as the widest client's batch: B, or its data where B exceeds every client's
+        # (full-batch steps; their padding to B = 1e6 once cost GBs and most of the time)
+        width = max(min(self.batch_size, len(self.client_indices[j.client])) for j in jobs)
+        rows = torch.full((s, horizon, width), -1, dtype=torch.long)
         for i, job in enumerate(jobs):
             g = generator(self.seed, "batches", round, job.client, device="cpu")
-            rows[i, :job.steps] = schedule_rows(self.client_indices[job.client].cpu(), self.batch_size,
-                                                job.steps, g)
+            client_rows = schedule_rows(self.client_indices[job.client].cpu(), self.batch_size, job.steps, g)
+            rows[i, :job.steps, :client_rows.shape[1]] = client_rows
         rows = rows.to(dev)
         valid = rows >= 0
         weight = valid / valid.sum(2, keepdim=True).clamp(min=1)  # (S, T, B): 1 / |batch| on real rows

@@ -41,15 +41,18 @@ class ClientJob:
 
 
 def schedule_rows(idx: torch.Tensor, batch_size: int, steps: int, g: torch.Generator) -> torch.Tensor:
-    """(steps, batch_size) entries of `idx`, -1 for padding: a fresh permutation of idx per epoch
-    drawn from g, cut into ceil(n / B) batches with the last one partial (FedDyn's epochs)."""
+    """(steps, min(batch_size, n)) entries of `idx`, -1 for padding: a fresh permutation of idx per
+    epoch drawn from g, cut into ceil(n / B) batches with the last one partial (FedDyn's epochs).
+    A batch larger than the data (full-batch gradient descent, L2GD's B = 1e6) is the n rows: no
+    padding to B."""
     n = len(idx)
-    per_epoch = -(-n // batch_size)
+    width = min(batch_size, n)
+    per_epoch = -(-n // width) if n else 1
     epochs = -(-steps // per_epoch) if steps else 0
-    out = torch.full((epochs, per_epoch * batch_size), -1, dtype=torch.long, device=idx.device)
+    out = torch.full((epochs, per_epoch * width), -1, dtype=torch.long, device=idx.device)
     for e in range(epochs):
         out[e, :n] = idx[torch.randperm(n, generator=g).to(idx.device)]
-    return out.view(epochs * per_epoch, batch_size)[:steps]
+    return out.view(epochs * per_epoch, width)[:steps]
 
 
 def batch_schedule(n: int, batch_size: int, steps: int, g: torch.Generator, device) -> list[torch.Tensor]:
