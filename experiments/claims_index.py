@@ -104,13 +104,17 @@ def parse_claims_file(text: str, source: str) -> list[Verdict]:
 
 def profile_of(claims_file: Path) -> str:
     """The profile a claims file was measured at: stated in the file, else in the table or
-    figure page beside it (X_claims.md -> X.md), else "unstated"."""
+    figure page beside it (X_claims.md -> X.md), else "unstated"; ", on MNIST" after it where the
+    file says its figure was drawn on another dataset than the paper's."""
+    head = claims_file.read_text(encoding="utf-8").split("\n", 1)[0] if claims_file.is_file() else ""
+    other = re.search(r"here: ([\w-]+) \(--dataset\)|\bon ([\w-]+) \(the paper: ", head)
+    where = f", on {other[1] or other[2]}" if other else ""
     for path in (claims_file, claims_file.with_name(claims_file.name.replace("_claims.md", ".md"))):
         if path.is_file():
             found = stated_profile(path.read_text(encoding="utf-8"))
             if found:
-                return found
-    return "unstated"
+                return found + where
+    return "unstated" + where
 
 
 def stated_profile(text: str) -> str:

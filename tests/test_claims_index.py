@@ -79,6 +79,13 @@ def test_profile_is_read_where_stated_and_unstated_otherwise(tmp_path):
     assert ci.profile_of(tmp_path / "x_fig1_claims.md") == "unstated"
     (tmp_path / "x_fig1.md").write_text("notes\n- profile: smoke (conf/profile/smoke.yaml)\n")
     assert ci.profile_of(tmp_path / "x_fig1_claims.md") == "smoke"
+    # a figure drawn on another dataset than the paper's says so beside its profile
+    (tmp_path / "y_fig4_mnist_claims.md").write_text("### Claims on our numbers (y_fig4_mnist), profile=quick; data: "
+                                                     "paper: CIFAR-10, here: MNIST (--dataset)\n\n" + EXAMPLE)
+    assert ci.profile_of(tmp_path / "y_fig4_mnist_claims.md") == "quick, on MNIST"
+    (tmp_path / "z_fig1_mnist_claims.md").write_text("### FedDyn Figure 1 claims on our curves, on MNIST (the paper: "
+                                                     "CIFAR-10), profile=quick, seed 0\n\n" + EXAMPLE)
+    assert ci.profile_of(tmp_path / "z_fig1_mnist_claims.md") == "quick, on MNIST"
 
 
 def test_a_file_is_attributed_to_the_target_that_writes_it():

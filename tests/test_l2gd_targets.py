@@ -330,6 +330,29 @@ def test_sweep_claims_count_a_diverged_point_as_worst():
     assert v["L2G-F3-4"][0] == "holds"
 
 
+def test_sweep_claims_on_seeds_call_a_flat_minimum_within_noise():
+    """With per-seed losses, the points whose paired difference to the argmin has a 95 % interval
+    reaching 0 are tied with it: a flat sweep whose seed-0 argmin lies outside the band is
+    undecided (within noise), not failed; a clear bowl still holds or fails; one seed counts the
+    points within 1 % of the best as tied."""
+    rng = np.random.default_rng(0)
+    offsets = rng.normal(0, 0.01, 5)  # each seed's split and coins move the whole curve together
+
+    def seeded(curve: dict, noise: float) -> pd.DataFrame:
+        frame = sweep_frame(curve)
+        frame["final_losses"] = [list(f + offsets + rng.normal(0, noise, 5)) for f in frame["final_loss"]]
+        frame["final_loss"] = [float(np.mean(v)) for v in frame["final_losses"]]
+        return frame
+
+    flat = {p: 0.59 + (0.0002 if p < 0.9 else 0.0) for p in settings.P_GRID}  # best at 0.9-0.95 by a hair
+    verdict, detail = judge(["L2G-F2-1"], seeded(flat, 0.002))["L2G-F2-1"]
+    assert verdict == "not evaluated" and "within noise" in detail and "5 seeds" in detail
+    assert judge(["L2G-F2-1"], seeded(bowl(0.4), 0.002))["L2G-F2-1"][0] == "holds"
+    assert judge(["L2G-F2-1"], seeded(bowl(0.95), 0.002))["L2G-F2-1"][0] == "fails"
+    one_seed = judge(["L2G-F2-1"], sweep_frame(flat))["L2G-F2-1"]
+    assert one_seed[0] == "not evaluated" and "one seed" in one_seed[1]
+
+
 def cifar_row(model, series, acc, bits, rounds, *, figure="4", loss=1.0, total=None, ran=100, train_acc=math.nan,
               **more):
     return {"figure": figure, "model_key": model, "series_key": series, "status": "ok", "reason": "",

@@ -65,10 +65,12 @@ NAMES = {"fen_alg1": "Algorithm 1", "fen_alg2": "Algorithm 2", "fen_alg3": "Algo
          "feddyn_update": "FedDyn (sending Delta)"}
 
 
-def report_claims(ids: list[str], frame: pd.DataFrame, path: Path, profile: str) -> None:
-    """The claims file, headed by the profile it was measured at (the claims index reads it)."""
+def report_claims(ids: list[str], frame: pd.DataFrame, path: Path, profile: str, data: str = "") -> None:
+    """The claims file, headed by the profile it was measured at (the claims index reads it) and,
+    for a figure drawn on another dataset than the paper's, by that (`data`)."""
     md = claims_markdown(evaluate_claims(ids, frame, checks=CHECKS))
-    path.write_text(f"### Claims on our numbers ({path.stem.removesuffix('_claims')}), profile={profile}\n\n{md}\n")
+    head = f"### Claims on our numbers ({path.stem.removesuffix('_claims')}), profile={profile}"
+    path.write_text(head + (f"; data: {data}" if data else "") + f"\n\n{md}\n")
     print("\nClaims check (on our numbers):\n" + md)
 
 
@@ -252,7 +254,7 @@ def figure2(args) -> Path:
     path = save(fig, out / f"fedelasticnet_fig2{suffix}.png")
     stats.to_csv(out / f"fedelasticnet_fig2{suffix}_stats.csv", index=False)
     report_claims(["FEN-F2-1", "FEN-F2-2", "FEN-F2-3"], stats, out / f"fedelasticnet_fig2{suffix}_claims.md",
-                  args.profile)
+                  args.profile, note)
     return path
 
 
@@ -294,7 +296,7 @@ def sweep_figure(number: str, results) -> Path:
     path = save(fig, out / f"fedelasticnet_fig{number}{suffix}.png")
     frame.to_csv(out / f"fedelasticnet_fig{number}{suffix}_data.csv", index=False)
     report_claims([f"FEN-F{number}-1", f"FEN-F{number}-2"], frame,
-                  out / f"fedelasticnet_fig{number}{suffix}_claims.md", args.profile)
+                  out / f"fedelasticnet_fig{number}{suffix}_claims.md", args.profile, note)
     return path
 
 
