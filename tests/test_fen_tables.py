@@ -216,3 +216,17 @@ def test_a_cifar_figure_drawn_on_another_dataset_says_so(root, capsys):
     assert verdict(out, "FEN-F4-1") != "not evaluated"
     with pytest.raises(ConfigError, match="--dataset cifar10: .*choose a dataset whose data is here"):
         main(["fen", "fig4", "--profile", "smoke", "--results-root", str(root), "--dataset", "cifar10"])
+
+
+def test_ablations_judge_epsilon_and_the_l2_term_on_paired_seeds(root, capsys):
+    """FEN-S3-1 (epsilon on vs off) and REV-R2-6 (FedAvg + l1 with and without l2) compare each
+    seed with itself: the claims print the paired difference's 95 % interval over the seeds."""
+    run("ablations", root, "--seeds", "2")
+    out = capsys.readouterr().out
+    table = (root / "tables" / "fedelasticnet_ablations.md").read_text()
+    assert table.count("| MNIST |") == 10 and "seeds 0..1" in table
+    assert verdict(out, "FEN-S3-1") and verdict(out, "REV-R2-6")
+    assert "acc(epsilon) - acc(0) = " in out and "over 2 seeds" in out and "acc(l1 + l2) - acc(l1) = " in out
+    frame = pd.read_csv(root / "tables" / "fedelasticnet_ablations.csv")
+    assert set(frame["arm"]) == {"table5", "epsilon0", "fedavg", "fedavg_l1", "fedavg_l1_l2", "fedavg_l1_l2_fedprox"}
+    assert "with FedProx's lambda2 instead of Algorithm 1's" in out

@@ -751,3 +751,108 @@ def rev_r3_3(ours):
             f"{'yes' if sums_ok else 'NO'}")
     verdict = "holds" if sums_ok and not fails else "fails"
     return verdict, "\n".join([head] + lines + ([f"fails: {', '.join(fails)}"] if fails else []))
+
+
+# ---------------------------------------------------------------------------------------------
+# Ablations (ablations.py): paired differences over seeds. `ours` has one row per run setting:
+# dataset_key, study (epsilon | l2), algorithm_key, arm, status, reason, acc and nnz (lists, one
+# value per seed, in seed order).
+
+
+def paired(a: list, b: list) -> tuple[float, float, float, int]:
+    """(mean, low, high, n) of a - b seed by seed: the 95 % t-interval (low = high = mean for one
+    seed: no spread to measure)."""
+    from fedrepro.reports.grid import mean_interval
+
+    n = min(len(a), len(b))
+    return (*mean_interval([x - y for x, y in zip(a[:n], b[:n])]), n)
+
+
+def _interval_text(d: tuple, unit: str = " points") -> str:
+    mean, lo, hi, n = d
+    return f"{mean:+.2f} [{lo:+.2f}, {hi:+.2f}]{unit} over {n} seed{'s' if n != 1 else ''}"
+
+
+def _arms(ours: pd.DataFrame, study: str) -> dict:
+    """{dataset: {(algorithm_key, arm): row}} of one study's finished settings."""
+    out: dict = {}
+    for r in ours[ours["study"] == study].itertuples():
+        out.setdefault(r.dataset_key, {})[(r.algorithm_key, r.arm)] = r
+    return out
+
+
+def _missing(rows: dict, needed: list) -> str:
+    gone = [f"{a} {arm} ({rows[(a, arm)].status}: {rows[(a, arm)].reason})" if (a, arm) in rows else f"{a} {arm}"
+            for a, arm in needed if (a, arm) not in rows or rows[(a, arm)].status != "ok"]
+    return ", ".join(gone)
+
+
+@CHECKS.register("FEN-S3-1")
+def fen_s3_1(ours):
+    from fedrepro.reports.claims import every
+
+    if "study" not in ours:
+        return "not evaluated", "these results are not the ablations' (make fen-ablations)"
+    results, why = [], []
+    for dataset, rows in _arms(ours, "epsilon").items():
+        for alg in ("fen_alg1", "fen_alg2", "fen_alg3"):
+            needed = [(alg, "table5"), (alg, "epsilon0")]
+            lacking = _missing(rows, needed)
+            if lacking:
+                why.append(f"{dataset} {lacking}")
+                continue
+            on, off = rows[needed[0]], rows[needed[1]]
+            d = paired(on.acc, off.acc)
+            _, lo, hi, n = d
+            holds = (-0.5 <= lo and hi <= 0.5) if n > 1 else abs(d[0]) <= 0.5
+            if n > 1 and not holds and (lo > 0.5 or hi < -0.5):
+                holds = False
+            elif n > 1 and not holds:
+                holds = None  # the interval straddles the 0.5-point bound
+            sparser = paired(off.nnz, on.nnz)
+            text = (f"acc(epsilon) - acc(0) = {_interval_text(d)}"
+                    + ("; within noise: the interval straddles +-0.5" if holds is None else "")
+                    + ("; one seed: no interval" if n == 1 else "")
+                    + f"; nonzeros saved by epsilon: {_interval_text(sparser, ' x 1e7')} "
+                      f"({100 * sparser[0] / max(sum(off.nnz) / len(off.nnz), 1e-12):.0f} %)")
+            results.append((f"{dataset} {alg}", holds, text))
+    return every(results, "|acc(Table 5's epsilon) - acc(epsilon = 0)| <= 0.5 point, the seeds' 95 % interval "
+                 "inside +-0.5", expected=len(results) + len(why), reasons="; ".join(why), strict=True,
+                 undecided_why="noise (the seeds' interval)")
+
+
+@CHECKS.register("REV-R2-6")
+def rev_r2_6(ours):
+    from fedrepro.reports.claims import every
+
+    if "study" not in ours:
+        return "not evaluated", "these results are not the ablations' (make fen-ablations)"
+    results, why, notes = [], [], []
+    for dataset, rows in _arms(ours, "l2").items():
+        needed = [("fen_alg1", "fedavg"), ("fen_alg1", "fedavg_l1"), ("fen_alg1", "fedavg_l1_l2")]
+        lacking = _missing(rows, needed)
+        if lacking:
+            why.append(f"{dataset} {lacking}")
+            continue
+        avg, l1, both = (rows[k] for k in needed)
+        gain = paired(both.acc, l1.acc)
+        _, lo, hi, n = gain
+        holds = lo > 0.5 if n > 1 else gain[0] > 0.5
+        if n > 1 and not holds and hi >= 0.5:
+            holds = None  # the interval reaches over 0.5
+        text = (f"acc(l1 + l2) - acc(l1) = {_interval_text(gain)}"
+                + ("; within noise: the interval straddles 0.5" if holds is None else "")
+                + ("; one seed: no interval" if n == 1 else ""))
+        results.append((dataset, holds, text))
+        notes.append(f"{dataset}: acc - acc(fedavg): l1 {_interval_text(paired(l1.acc, avg.acc))}, l1 + l2 "
+                     f"{_interval_text(paired(both.acc, avg.acc))}; nonzeros saved vs fedavg: l1 "
+                     f"{_interval_text(paired(avg.nnz, l1.nnz), ' x 1e7')}, l1 + l2 "
+                     f"{_interval_text(paired(avg.nnz, both.nnz), ' x 1e7')}")
+        prox = rows.get(("fen_alg1", "fedavg_l1_l2_fedprox"))
+        if prox is not None and prox.status == "ok":
+            notes.append(f"{dataset}, with FedProx's lambda2 instead of Algorithm 1's: acc(l1 + l2) - acc(l1) = "
+                         f"{_interval_text(paired(prox.acc, l1.acc))}")
+    return every(results, "the l2 term helps under drift: acc(fedavg + l1 + l2) > acc(fedavg + l1) + 0.5 point "
+                 "(Dirichlet (.3), 10 %), the seeds' 95 % interval above 0.5",
+                 expected=len(results) + len(why), reasons="; ".join(why), strict=True,
+                 undecided_why="noise (the seeds' interval)", extra="; ".join(notes))

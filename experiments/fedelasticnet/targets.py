@@ -9,7 +9,7 @@ No target has scale knobs: --datasets and --splits shrink them all.
 """
 from __future__ import annotations
 
-from experiments.fedelasticnet import figures, tables
+from experiments.fedelasticnet import ablations, figures, tables
 from experiments.fedelasticnet.common import PARTICIPATION
 from fedrepro.reports.target import PaperTarget
 
@@ -51,6 +51,10 @@ def sweep_figure(number: str) -> PaperTarget:
                        claims=(f"FEN-F{number}-1", f"FEN-F{number}-2"), options=_dataset_option)
 
 
+def _ablation_options(ap) -> None:
+    ap.set_defaults(seeds=5)  # paired intervals over seeds decide the verdicts (SEEDS aside)
+
+
 def _costs_options(ap) -> None:
     ap.add_argument("--participation", default="p10", choices=list(PARTICIPATION),
                     help="the Tables 2/3 runs (p10) or Table 4's (p100)")
@@ -76,6 +80,11 @@ TARGETS = [
     accuracy_figure("7", "FedElasticNet Fig. 7: test accuracy against the round, Shakespeare IID and non-IID, 10 %"),
     accuracy_figure("8", "FedElasticNet Fig. 8: test accuracy against the round, MNIST and EMNIST-L, 100 %"),
     accuracy_figure("9", "FedElasticNet Fig. 9: test accuracy against the round, CIFAR-10 and CIFAR-100, 100 %"),
+    # beyond the paper: epsilon on and off (FEN-S3-1), FedAvg + l1 with and without l2 (REV-R2-6)
+    PaperTarget("ablations", "FedElasticNet ablations: epsilon on and off, FedAvg + l1 with and without l2, "
+                             "on seeds (beyond the paper; Sec. 3 and review 2)",
+                cells_of=lambda options, scale: ablations.ablation_cells(options), render_with=ablations.render,
+                claims=("FEN-S3-1", "REV-R2-6"), options=_ablation_options),
     # beyond the paper (reviewer 3): uplink costs against the round, Table 3's or 4's runs
     PaperTarget("costs", "FedElasticNet costs: nonzeros and entropy against the round, per algorithm "
                          "(beyond the paper; reviewer 3)",
