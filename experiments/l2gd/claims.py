@@ -173,11 +173,13 @@ def _each_dataset_compressor(ours, test, statement: str) -> tuple[str, str]:
 
 def _grid_end_worse(ours, end, statement: str):
     """f at one end of the p grid (`end` = min or max) is above f at the sweep's argmin: holds
-    when that end is not tied with the argmin, fails when it is the argmin, else within noise."""
+    when that end is not tied with the argmin, fails when it is the argmin and alone, else within
+    noise."""
     def test(points):
         best, edge = _argmin(points), end(points)
         tied, how = _tied(points)
-        holds = False if edge == best else True if edge not in tied else None
+        # the end is the argmin and nothing ties with it: fails; not tied: holds; else noise
+        holds = True if edge not in tied else False if tied == [edge] else None
         return holds, (f"f(p = {edge:g}) = {_loss(points[edge]):.5g} vs f(p* = {best:g}) = {_loss(points[best]):.5g}"
                        + ("; within noise: tied with the argmin" if holds is None else "") + f"; {_tied_text(tied, how)}")
     return _each_dataset_compressor(ours, test, statement)
