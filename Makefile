@@ -117,6 +117,7 @@ targets: install
 ## centralized: the centralized baseline of every dataset, beside the papers'
 ## fen-fig1 ... fen-fig9: FedElasticNet Figures 1-9 (accuracy curves, upload histograms, lambda1 sweeps)
 ## fen-costs: nonzeros and entropy against the round, per algorithm (beyond the paper)
+## fen-ablations: epsilon on vs off (FEN-S3-1), FedAvg + l1 with and without l2 (REV-R2-6), 5 seeds
 ## feddyn-fig1 ... feddyn-fig13: FedDyn Figures 1-13 (convergence curves; 3: class concentration of the splits)
 table2 table3 table4 table5: install
 	$(PY) -m experiments fen $@ $(ARGS)
