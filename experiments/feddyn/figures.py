@@ -213,11 +213,12 @@ def _draw(ax, panel: Panel) -> None:
     if panel.curves:
         ax.legend(fontsize="x-small")
     if panel.missing:
-        reasons = set(panel.missing.values())
+        why = {label: reason.removeprefix("not run: ") for label, reason in panel.missing.items()}
+        reasons = set(why.values())
         if not panel.curves and len(reasons) == 1:  # one reason for the whole panel
             text = "not run: " + reasons.pop()
         else:
-            text = "not run:\n" + "\n".join(f"{label}: {why}" for label, why in panel.missing.items())
+            text = "not run:\n" + "\n".join(f"{label}: {reason}" for label, reason in why.items())
         ax.text(0.5, 0.05 if panel.curves else 0.5, _wrap(text), ha="center",
                 va="bottom" if panel.curves else "center", transform=ax.transAxes, fontsize="x-small",
                 color="dimgray")
