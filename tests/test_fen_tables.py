@@ -230,3 +230,8 @@ def test_ablations_judge_epsilon_and_the_l2_term_on_paired_seeds(root, capsys):
     frame = pd.read_csv(root / "tables" / "fedelasticnet_ablations.csv")
     assert set(frame["arm"]) == {"table5", "epsilon0", "fedavg", "fedavg_l1", "fedavg_l1_l2", "fedavg_l1_l2_fedprox"}
     assert "with FedProx's lambda2 instead of Algorithm 1's" in out
+
+
+def test_ablations_refuse_a_dataset_they_do_not_know(tmp_path):
+    with pytest.raises(ConfigError, match="--datasets mnst: not a FedElasticNet dataset; choose from mnist"):
+        main(["fen", "ablations", "--profile", "smoke", "--results-root", str(tmp_path), "--datasets", "mnst"])

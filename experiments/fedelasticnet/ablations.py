@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.fedelasticnet.claims import CHECKS, FEN_T2_UNIT
+from experiments.fedelasticnet.claims import FEN_T2_UNIT
 from experiments.fedelasticnet.common import LABELS, SETTINGS, cell, hparams, metrics_frame, tail_accuracy
-from fedrepro.reports.claims import claims_markdown, evaluate_claims
+from experiments.fedelasticnet.figures import report_claims
+from fedrepro.errors import ConfigError
 from fedrepro.reports.grid import Cell
 
 SPLIT, PARTICIPATION = "dirichlet0.3", "p10"
@@ -36,8 +37,15 @@ L2_ARMS = (("fedavg", lambda d: {"lambda1": 0.0, "lambda2": 0.0, "epsilon": 0.0}
 
 
 def datasets_of(args) -> list[str]:
+    """--datasets (default mnist; all: every FedElasticNet dataset); a name it does not know is refused."""
     chosen = (args.datasets or "mnist").split(",")
-    return [d for d in SETTINGS["datasets"] if d in chosen or chosen == ["all"]]
+    if chosen == ["all"]:
+        return list(SETTINGS["datasets"])
+    unknown = [d for d in chosen if d not in SETTINGS["datasets"]]
+    if unknown:
+        raise ConfigError(f"--datasets {','.join(unknown)}: not a FedElasticNet dataset; choose from "
+                          f"{', '.join(SETTINGS['datasets'])} or all")
+    return [d for d in SETTINGS["datasets"] if d in chosen]
 
 
 def ablation_cells(args) -> list[Cell]:
@@ -99,9 +107,6 @@ def render(results) -> int:
     text = "\n".join(lines) + "\n"
     (out / "fedelasticnet_ablations.md").write_text(text)
     print(text)
-    md = claims_markdown(evaluate_claims(["FEN-S3-1", "REV-R2-6"], ours, checks=CHECKS))
-    header = f"### Claims on our numbers (fedelasticnet_ablations), profile={args.profile}"
-    (out / "fedelasticnet_ablations_claims.md").write_text(f"{header}\n\n{md}\n")
-    print("Claims check (on our numbers):\n" + md)
+    report_claims(["FEN-S3-1", "REV-R2-6"], ours, out / "fedelasticnet_ablations_claims.md", args.profile)
     return 0
 
