@@ -6,7 +6,8 @@ Measured in one process, one after the other, each for about `--seconds`:
 
 - matmul: a 2048 x 2048 float32 product (the machine's rate at this process's threads);
 - dataloader: what users would otherwise run: an nn.Module, torch.optim.SGD, clip_grad_norm_
-  and one torch DataLoader (shuffle, batch B) per client, clients one after another;
+  and one torch DataLoader (shuffle, batch B) per client, clients one after another; the CIFAR
+  CNN as FedDyn's code writes it (ReLU before each pool; ours pools first, the same numbers);
 - sequential: our reference executor (engine/local.py; the CNN in the plain NCHW layout);
 - fast: `executor=auto`'s pick (the batched executor for MLPs and logistic regression, the
   sequential one in channels-last for the CNN, the sequential one for the LSTM);
@@ -262,7 +263,7 @@ def dataloader_runner(w: Workload):
     from torch.utils.data import DataLoader, TensorDataset
 
     model, w0, idx = w.build()
-    module = model.module
+    module = authors_module(model.module)
     for p in module.parameters():
         p.requires_grad_(True)
     loaders = [DataLoader(TensorDataset(w.x[i], w.y[i]), batch_size=w.batch, shuffle=True) for i in idx[:w.selected]]
@@ -283,6 +284,18 @@ def dataloader_runner(w: Workload):
 
     module.train()
     return run_round, w.selected * w.steps
+
+
+def authors_module(module: torch.nn.Module) -> torch.nn.Module:
+    """The module as the papers' code writes it: the CIFAR CNN with ReLU before each pool (ours pools
+    first, the same function bit for bit: models/cnn.py); any other module as it is."""
+    from fedrepro.models.cnn import AuthorsOrderCifarCNN, CifarCNN
+
+    if type(module) is CifarCNN:
+        authors = AuthorsOrderCifarCNN(module.fc3.out_features)
+        authors.load_state_dict(module.state_dict())
+        return authors
+    return module
 
 
 def _sharded_rank(fabric, w: Workload, kind: str, seconds: float) -> float:

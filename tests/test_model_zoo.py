@@ -140,3 +140,35 @@ def test_matrix_sensing():
     (g,) = torch.autograd.grad(flat.loss(w, D.reshape(3, -1), y), w)
     resid = (D * X).sum((1, 2)) - y  # d/dX of mean 0.5 (<X,D_j> - y_j)^2
     torch.testing.assert_close(g.view(d, d), (resid[:, None, None] * D).mean(0))
+
+
+def test_cifar_cnn_pools_before_relu_bit_for_bit():
+    """CifarCNN pools before its ReLU, FedDyn's code after: the same outputs and gradients bit for
+    bit, in both memory layouts; and the two orders agree on windows with ties, zeros and all-negative
+    values, where a difference would show."""
+    torch.manual_seed(3)
+    ours, authors = cnn.CifarCNN(10), cnn.AuthorsOrderCifarCNN(10)
+    authors.load_state_dict(ours.state_dict())
+    x, y = torch.randn(6, 3, 32, 32), torch.randint(0, 10, (6,))
+    for layout in (torch.contiguous_format, torch.channels_last):
+        xl = x.contiguous(memory_format=layout)
+        outs, grads = [], []
+        for module in (ours, authors):
+            module.zero_grad()
+            out = module(xl)
+            F.cross_entropy(out, y).backward()
+            outs.append(out.detach())
+            grads.append([p.grad.clone() for p in module.parameters()])
+        assert torch.equal(outs[0], outs[1])
+        assert all(torch.equal(a, b) for a, b in zip(*grads))
+
+    pool = nn.MaxPool2d(2, 2)
+    a = torch.tensor([[[[1.0, 1.0, -2.0, -3.0], [0.5, -1.0, -1.0, -2.0],
+                        [0.0, 0.0, 2.0, -1.0], [-1.0, 0.0, 2.0, 2.0]]]])
+    results = []
+    for order in ("pool first", "relu first"):
+        v = a.clone().requires_grad_(True)
+        out = torch.relu(pool(v)) if order == "pool first" else pool(torch.relu(v))
+        out.backward(torch.arange(1.0, 5.0).view(1, 1, 2, 2))
+        results.append((out.detach(), v.grad))
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
