@@ -82,11 +82,24 @@ def _recipe_epochs(b: Baseline) -> int:
     return int([x for x in b.overrides if x.startswith("algorithm.epochs=")][-1].split("=")[1])
 
 
-def claims_frame(ours: pd.DataFrame, runs: dict) -> pd.DataFrame:
+def chosen(datasets: str | None) -> list[Baseline]:
+    """The baselines of --datasets (comma-separated keys; None or 'all': every one, the rows whose
+    data is not here shown as not run); an unknown key is refused, naming the known ones."""
+    if datasets in (None, "all"):
+        return list(BASELINES)
+    known = [b.dataset for b in BASELINES]
+    wanted = [d.strip() for d in datasets.split(",") if d.strip()]
+    unknown = [d for d in wanted if d not in known]
+    if unknown:
+        raise SystemExit(f"centralized: unknown --datasets {unknown}; choose from {', '.join(known)} or 'all'")
+    return [b for b in BASELINES if b.dataset in wanted]
+
+
+def claims_frame(ours: pd.DataFrame, runs: dict, baselines: list[Baseline]) -> pd.DataFrame:
     """FDY-S3-1's frame (experiments/feddyn/claims.py): the datasets with a stated accuracy, their
     best test accuracy over the epochs run, against the recipe's epochs."""
     rows = []
-    for i, b in enumerate(BASELINES):
+    for i, b in enumerate(baselines):
         if not b.paper:
             continue
         row = {"dataset": b.dataset, "stated": [float(v) for v in re.findall(r"\d+\.\d+", b.paper)],
@@ -107,14 +120,15 @@ class Centralized:
     claims = ("FDY-S3-1",)
 
     def cells(self, options, scale):
-        return [cell(b, options.profile) for b in BASELINES]
+        return [cell(b, options.profile) for b in chosen(options.datasets)]
 
     def render(self, results) -> int:
         args = results.options
-        cells = [cell(b, args.profile) for b in BASELINES]
+        baselines = chosen(args.datasets)
+        cells = [cell(b, args.profile) for b in baselines]
         ours, runs = results.measure(cells, accuracy)
         rows = []
-        for i, (b, c) in enumerate(zip(BASELINES, cells)):
+        for i, (b, c) in enumerate(zip(baselines, cells)):
             r = ours.iloc[i]
             done = runs.get(i, [])
             epochs = done[0].summary["rounds_completed"] if done else ""
@@ -129,7 +143,10 @@ class Centralized:
         table.to_csv(out / "centralized.csv", index=False)
         notes = [f"profile={args.profile}, seeds 0..{args.seeds - 1}: test accuracy (%) of the centralized model "
                  "after its last epoch (server_test_acc)"]
-        notes += [f"{b.dataset}: {'; '.join(b.assumed)}" for b in BASELINES if b.assumed]
+        notes += [f"{b.dataset}: {'; '.join(b.assumed)}" for b in baselines if b.assumed]
+        left = [b.dataset for b in BASELINES if b not in baselines]
+        if left:
+            notes.append(f"rows of {', '.join(left)} omitted (not selected with --datasets); --datasets all lists them")
         if args.profile == "quick":
             notes.append("profile=quick caps epochs at 100 (one epoch stands for a round); Shakespeare at 2 epochs "
                          "(the LSTM on this CPU), so its number is far from converged")
@@ -143,7 +160,7 @@ class Centralized:
         print("\n".join(lines))
         header = f"### Claims on our centralized runs, profile={args.profile}, seed 0"
         print("\n" + write_claims(out / "centralized_claims.md",
-                                  evaluate_claims(list(self.claims), claims_frame(ours, runs), CHECKS), header))
+                                  evaluate_claims(list(self.claims), claims_frame(ours, runs, baselines), CHECKS), header))
         return 0
 
 

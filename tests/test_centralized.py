@@ -97,3 +97,19 @@ def test_one_epoch_on_real_mnist_clears_the_threshold(tmp_path):
     r = run_experiment(cfg, quiet=True)
     assert r.summary["status"] == "finished" and "MNIST idx files" in r.summary["data_source"]
     assert r.summary["final"]["all_test_acc"] > REAL_THRESHOLD, r.summary["final"]
+
+
+def test_the_target_runs_the_chosen_datasets_and_refuses_unknown_ones():
+    """`make centralized ARGS="--datasets mnist,a1a"` plans those two rows only (it once planned all
+    nine, CIFAR-10's hour included); no --datasets or 'all' keeps every row; a typo is refused."""
+    from types import SimpleNamespace
+
+    from experiments.centralized import BASELINES, TARGET
+
+    def planned(datasets):
+        return [c.keys["dataset"] for c in TARGET.cells(SimpleNamespace(datasets=datasets, profile="quick"), {})]
+
+    assert planned("mnist,a1a") == ["mnist", "a1a"]
+    assert planned(None) == planned("all") == [b.dataset for b in BASELINES]
+    with pytest.raises(SystemExit, match=r"unknown --datasets \['mnst'\]"):
+        planned("mnist,mnst")
