@@ -27,7 +27,7 @@ def _figure_options(ap) -> None:
     ap.add_argument("--only-existing", dest="done_only", action="store_true",
                     help="the same as --done-only: draw only runs the store holds, run nothing")
     ap.add_argument("--dataset", default=None,
-                    help="Figures 1 and 2 only: draw the paper's CIFAR-10 sweep on this dataset instead")
+                    help="Figures 1, 2, 4 and 12 only: draw the paper's CIFAR-10 figure on this dataset instead")
     ap.set_defaults(seeds=1)  # seed 0 is drawn: SEEDS does not add runs
 
 
