@@ -141,6 +141,25 @@ def test_checkpoints_also_come_after_checkpoint_minutes(tmp_path, monkeypatch):
     assert run_key(compose_config([*overrides, "train.checkpoint_minutes=1"])) == run_key(compose_config(overrides))
 
 
+def test_a_slow_checkpoint_spaces_the_next_ones(tmp_path, monkeypatch):
+    """checkpoint_every=1 saves every round while a save is quick; once one took over a second
+    (here every clock reading is 2 s after the last: a save "takes" 2 s), the next round-count
+    save waits until ten times that has passed (20 s = 10 rounds of this clock)."""
+    import types
+
+    from fedrepro.engine import loop as loop_module
+
+    overrides = [*SMOKE, "profile.max_rounds=25", "train.checkpoint_every=1", "train.checkpoint_minutes=null"]
+    saved = []
+    monkeypatch.setattr(store, "save_checkpoint", lambda folder, state: saved.append(state["round"]))
+    for step, expected in ((0.1, list(range(1, 25))), (2.0, [1, 11, 21])):
+        clock = itertools.count(step=step)
+        monkeypatch.setattr(loop_module, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
+        saved.clear()
+        run_experiment(compose_config([*overrides, f"results_root={tmp_path / str(step)}"]), quiet=True)
+        assert saved == expected
+
+
 def test_damaged_checkpoint_restarts_with_a_warning(tmp_path):
     cfg = compose_config([*SMOKE, "train.checkpoint_every=1", f"results_root={tmp_path}"])
     with pytest.raises(Interrupted):

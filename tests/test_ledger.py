@@ -276,3 +276,33 @@ def test_a_round_of_20_million_values():
     # has about log2(0.05 / 0.01 * sqrt(2 pi e)) = 4.37 bits
     assert out["up_entropy"] == pytest.approx(shannon_entropy(base), abs=1e-9)
     assert out["up_entropy"] == pytest.approx(4.37, abs=0.02)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_one_pass_kernel_counts_what_the_torch_path_counts(dtype):
+    """The numba kernel (`_count_bins`) and the torch path (`_Binner` + bincount) give the same
+    bins and nonzeros, value for value: on bin edges (multiples of the width and their float
+    neighbours, where a reciprocal multiply or float32 arithmetic would move a value), zeros of
+    both signs, negatives, a wide spread, and a message whose range is too wide for the kernel."""
+    from fedrepro.metrics import ledger as lg
+
+    w = 0.01
+    edges = torch.arange(-300, 301, dtype=torch.float64) * w
+    near = torch.cat([edges, torch.nextafter(edges, torch.full_like(edges, math.inf)),
+                      torch.nextafter(edges, torch.full_like(edges, -math.inf))])
+    g = torch.Generator().manual_seed(0)
+    messages = [near.to(dtype), torch.tensor([0.0, -0.0, 0.0, 1e-9, -1e-9], dtype=dtype),
+                (torch.randn(50_000, generator=g, dtype=torch.float64) * 0.05).to(dtype),
+                torch.tensor([-3e4, 0.0, 5e4], dtype=dtype)]  # 8e6 bins: wider than the kernel counts
+    for m in messages:
+        counted = lg._count_bins(m, w)
+        binned = lg._Binner(w)(m)
+        reference = lg._Histogram()
+        reference.add((binned[0].clone(), binned[1], binned[2]))
+        if m.numel() == 3:
+            assert counted is None  # the torch path's sparse histogram serves it
+            continue
+        ours = lg._Histogram()
+        ours.add_counts(*counted[:3])
+        assert (ours.offset, ours.dense.tolist()) == (reference.offset, reference.dense.tolist())
+        assert counted[3] == int(torch.count_nonzero(m))
