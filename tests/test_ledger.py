@@ -306,3 +306,27 @@ def test_the_one_pass_kernel_counts_what_the_torch_path_counts(dtype):
         ours.add_counts(*counted[:3])
         assert (ours.offset, ours.dense.tolist()) == (reference.offset, reference.dense.tolist())
         assert counted[3] == int(torch.count_nonzero(m))
+
+
+def test_a_broadcast_is_counted_once_and_again_after_it_changes(monkeypatch):
+    """One downlink tensor recorded for several clients is binned once a round (its counts reused,
+    the totals those of separate copies); changed in place, or uploaded, it is binned again."""
+    from fedrepro.metrics import ledger as lg
+
+    calls = []
+    count = lg._count_bins
+    monkeypatch.setattr(lg, "_count_bins", lambda v, w: calls.append(1) or count(v, w))
+    model = torch.randn(5_000, generator=torch.Generator().manual_seed(1)) * 0.05
+    shared, copies = Ledger(5_000), Ledger(5_000)
+    for k in range(4):
+        shared.record("down", k, "model", model)
+        copies.record("down", k, "model", model.clone())
+    assert len(calls) == 1 + 4
+    assert shared.end_round() == copies.end_round()
+    calls.clear()
+    shared.record("down", 0, "model", model)
+    model.mul_(2.0)
+    shared.record("down", 1, "model", model)
+    shared.record("up", 1, "delta", model)
+    shared.record("up", 2, "delta", model)
+    assert len(calls) == 4

@@ -305,9 +305,10 @@ class Ledger:
 
     def _open_round(self) -> None:
         self._round = _zero_totals(self.fields)
-        # Coded sizes of the round's uncompressed downlink tensors: a broadcast recorded for
-        # every selected client is coded once (the tensor is held so its id stays its own).
-        self._coded_down: dict[int, tuple[torch.Tensor, int, int]] = {}
+        # The round's downlink tensors, their bins and coded sizes: a broadcast recorded for every
+        # selected client is counted and coded once (the tensor is held so its id stays its own).
+        self._counted_down: dict[int, tuple] = {}
+        self._coded_down: dict[int, tuple] = {}
         # Histograms of the open round, keyed (direction, client); client is None when
         # pooled so that one histogram per direction holds all the round's values.
         self._hists: dict[tuple[str, int | None], _Histogram] = {}
@@ -326,7 +327,10 @@ class Ledger:
             )
         values = tensor.detach()
         try:
-            counted = _count_bins(values, self.bin_width)
+            if direction == "down":
+                counted = self._per_broadcast(self._counted_down, tensor, lambda: _count_bins(values, self.bin_width))
+            else:
+                counted = _count_bins(values, self.bin_width)
             binned = self._binner(values) if counted is None else None
         except ValueError as err:
             raise DivergenceError(
@@ -356,15 +360,22 @@ class Ledger:
     def _coded_size(self, direction: str, values: torch.Tensor, wire) -> int:
         if wire is not None:
             return wire.coded_size(self.lossless)
-        version = _version(values) if direction == "down" else None
+        size = lambda: lossless_size(float32_bytes(values), self.lossless)  # noqa: E731
+        return self._per_broadcast(self._coded_down, values, size) if direction == "down" else size()
+
+    @staticmethod
+    def _per_broadcast(cache: dict, tensor: torch.Tensor, compute):
+        """compute(), or what it gave for this same downlink tensor, unchanged since, earlier in
+        the round (a broadcast reaches every selected client: one tensor, recorded for each)."""
+        version = _version(tensor)
         if version is not None:
-            hit = self._coded_down.get(id(values))
-            if hit is not None and hit[0] is values and hit[1] == version:
+            hit = cache.get(id(tensor))
+            if hit is not None and hit[0] is tensor and hit[1] == version:
                 return hit[2]
-        size = lossless_size(float32_bytes(values), self.lossless)
+        value = compute()
         if version is not None:
-            self._coded_down[id(values)] = (values, version, size)
-        return size
+            cache[id(tensor)] = (tensor, version, value)
+        return value
 
     def end_round(self) -> dict[str, float]:
         """Close the open round: return its metrics and the cumulative ones, then start a
