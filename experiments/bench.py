@@ -43,6 +43,10 @@ data, split, clients and batches, their rounds interleaved: rows `round_referenc
 `round_fedrepro` of bench.csv (`seconds_per_round`, `speedup` = reference / fedrepro, the shares of
 a round's time) and a table in bench.md.
 `--only rounds` runs this part alone (`--only rounds,mnist_mlp_p10` with that workload).
+
+The ledger (`--only ledger`): `Ledger.record` on ten uploads of the MNIST MLP's size, its one-pass
+numba count of bins and nonzeros against the torch path it replaced, in turns, the metrics
+checked equal: bench_ledger.csv and a line of bench.md.
 """
 from __future__ import annotations
 
@@ -468,6 +472,11 @@ def main(argv=None) -> int:
     for r in stacked:
         log.info(f"evaluation {r['workload']}: {r['models']} models one at a time {r['one_at_a_time']:.0f}, "
                  f"together (evaluate_many) {r['stacked']:.0f} samples/s a model: {r['speedup']:.2f}x")
+    ledger = None
+    if only is None or "ledger" in only:
+        ledger = ledger_row(seconds)
+        log.info(f"ledger: {ledger['one_pass']:.0f} messages/s in one pass, {ledger['torch_path']:.0f} on the torch "
+                 f"path ({ledger['speedup']:.2f}x; {ledger['dim']} values a message, the same metrics)")
     round_rows = []
     if only is None or "rounds" in only:
         from experiments.bench_round import round_rows as paper_round_rows
@@ -496,6 +505,11 @@ def main(argv=None) -> int:
     md += eval_markdown(eval_rows)
     md += "".join(f"\n- evaluation of {r['models']} {r['workload']} models on {r['samples']} samples: together "
                   f"(`evaluate_many`, the same numbers) **{r['speedup']:.2f}x** one at a time\n" for r in stacked)
+    if ledger:
+        pd.DataFrame([ledger]).assign(threads=threads, date=date).to_csv(out / "bench_ledger.csv", index=False)
+        md += (f"\n- the ledger's record of a {ledger['dim']}-value message (bins, nonzeros, bits): one pass "
+               f"{ledger['one_pass']:.0f} messages/s, the torch path {ledger['torch_path']:.0f}: "
+               f"**{ledger['speedup']:.2f}x**, the same metrics\n")
     if round_rows:
         from experiments.bench_round import rounds_markdown
 
@@ -547,6 +561,37 @@ def stacked_eval_row(w: Workload, seconds: float, models: int = 3, repeats: int 
     rate = {k: statistics.median(v) for k, v in turns.items()}
     return {"workload": w.name, "models": models, "samples": len(y), **rate,
             "speedup": rate["stacked"] / rate["one_at_a_time"]}
+
+
+def ledger_row(seconds: float, dim: int = 199_210, clients: int = 10, repeats: int = 5) -> dict:
+    """Messages/s of `Ledger.record` (bins, nonzeros, bits; no lossless coder) on uploads of the
+    MNIST MLP's size, its one-pass numba kernel against the torch path it replaced, in turns;
+    the two rounds' metrics must be equal."""
+    from unittest import mock
+
+    from fedrepro.metrics import ledger as lg
+
+    g = torch.Generator().manual_seed(0)
+    messages = [torch.randn(dim, generator=g) * 0.01 for _ in range(clients)]
+
+    def runner(ledger):  # one ledger a run, a round of `clients` uploads a call, as in a run
+        def run_round(_=None):
+            for k, m in enumerate(messages):
+                ledger.record("up", k, "delta", m)
+            return {k: v for k, v in ledger.end_round().items() if not k.startswith("cum_")}
+        return run_round
+
+    run_round, torch_round = runner(lg.Ledger(dim, wire_bits=True)), runner(lg.Ledger(dim, wire_bits=True))
+
+    def torch_path(_=None):
+        with mock.patch.object(lg, "_count_bins", lambda values, width: None):
+            return torch_round()
+
+    if run_round() != torch_path():
+        raise AssertionError("the ledger's kernel and torch paths disagree")
+    rate = interleaved_rates({"one_pass": (run_round, clients), "torch_path": (torch_path, clients)},
+                             seconds, repeats)
+    return {"dim": dim, **rate, "speedup": rate["one_pass"] / rate["torch_path"]}
 
 
 def goals_markdown(frame: pd.DataFrame, round_rows: list[dict], stacked: list[dict]) -> str:

@@ -268,6 +268,22 @@ def test_bench_writes_its_table(tmp_path, monkeypatch):
     assert evals.used.sum() == 1  # the model's own eval batch is among those timed
 
 
+def test_bench_times_the_ledger_s_two_paths_on_equal_metrics():
+    """`make bench`'s ledger line: both paths timed (speed not asserted); it refuses to time paths
+    whose metrics differ."""
+    from unittest import mock
+
+    from experiments import bench
+    from fedrepro.metrics import ledger as lg
+
+    row = bench.ledger_row(0.05, dim=2_000, clients=3, repeats=1)
+    assert row["one_pass"] > 0 and row["torch_path"] > 0 and row["speedup"] > 0
+    count = lg._count_bins
+    with mock.patch.object(lg, "_count_bins", lambda v, w: (lambda c: (c[0], c[1], c[2], c[3] + 1) if c else c)(count(v, w))):
+        with pytest.raises(AssertionError, match="disagree"):
+            bench.ledger_row(0.05, dim=2_000, clients=3, repeats=1)
+
+
 @pytest.mark.parametrize("name", ["cnn_cifar", "resnet18_gn"])
 def test_channels_last_is_the_same_function(name):
     """Conv models take 4-D inputs in channels-last layout on the CPU (the fast sequential path):
