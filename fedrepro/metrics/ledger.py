@@ -125,24 +125,24 @@ class _Histogram:
 
     def add_counts(self, part: torch.Tensor, lo: int, hi: int) -> None:
         """Count one message given as its counts `part` of the bins lo..hi."""
-        if self.chunks is None:
-            if self._fits_dense(lo, hi):
-                start = lo if self.dense is None else min(lo, self.offset)
-                stop = hi if self.dense is None else max(hi, self.offset + len(self.dense) - 1)
-                self._grow(start, stop, part.device)
-                self.dense[lo - self.offset : hi - self.offset + 1] += part.to(self.dense.device)
-                return
-            self._to_sparse()
+        if self._fits_dense(lo, hi):
+            self._grow(*self._span(lo, hi), part.device)
+            self.dense[lo - self.offset : hi - self.offset + 1] += part.to(self.dense.device)
+            return
+        self._to_sparse()
         bins = torch.nonzero(part).reshape(-1)
         self.chunks.append((bins + lo, part[bins]))
 
+    def _span(self, lo: int, hi: int) -> tuple[int, int]:
+        """The first and last bin of the dense counts with bins lo..hi added."""
+        if self.dense is None:
+            return lo, hi
+        return min(lo, self.offset), max(hi, self.offset + len(self.dense) - 1)
+
     def _fits_dense(self, lo: int, hi: int) -> bool:
         """Dense so far, and still dense with bins lo..hi added."""
-        if self.chunks is not None:
-            return False
-        start = lo if self.dense is None else min(lo, self.offset)
-        stop = hi if self.dense is None else max(hi, self.offset + len(self.dense) - 1)
-        return stop - start + 1 <= _DENSE_MAX_BINS
+        start, stop = self._span(lo, hi)
+        return self.chunks is None and stop - start + 1 <= _DENSE_MAX_BINS
 
     def _grow(self, start: int, stop: int, device: torch.device) -> None:
         # Widen the dense range to [start, stop], keeping the counts already made.
