@@ -20,6 +20,7 @@ import pandas as pd
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.feddyn.claims import CHECKS
 from fedrepro.reports.claims import evaluate_claims, write_claims
+from fedrepro.data.loaders import unavailable
 from fedrepro.reports.grid import Cell
 
 
@@ -66,12 +67,20 @@ BASELINES = [
 ]
 
 
-def cell(b: Baseline, profile: str) -> Cell:
+def run_overrides(b: Baseline, profile: str) -> list[str]:
+    """dataset=, model=, then the recipe (with the profile's extra caps)."""
     data = [x for x in b.overrides if x.startswith("dataset=")] or [f"dataset={b.dataset}"]
     rest = [x for x in b.overrides if not x.startswith("dataset=")]
     caps = list(b.quick) if profile == "quick" else []
-    return Cell({"dataset": b.dataset, "model": b.model},
-                [*data, f"model={b.model}", "algorithm=centralized", *rest, *caps])
+    return [*data, f"model={b.model}", "algorithm=centralized", *rest, *caps]
+
+
+def cell(b: Baseline, profile: str, data_root: str) -> Cell:
+    """The baseline's run, or "not run" naming the files missing from `data_root`."""
+    overrides = run_overrides(b, profile)
+    reason = unavailable(overrides[0].split("=", 1)[1], data_root)
+    keys = {"dataset": b.dataset, "model": b.model}
+    return Cell(keys, not_run=reason) if reason else Cell(keys, overrides)
 
 
 def accuracy(run) -> float:
@@ -120,12 +129,12 @@ class Centralized:
     claims = ("FDY-S3-1",)
 
     def cells(self, options, scale):
-        return [cell(b, options.profile) for b in chosen(options.datasets)]
+        return [cell(b, options.profile, options.data_root) for b in chosen(options.datasets)]
 
     def render(self, results) -> int:
         args = results.options
         baselines = chosen(args.datasets)
-        cells = [cell(b, args.profile) for b in baselines]
+        cells = [cell(b, args.profile, args.data_root) for b in baselines]
         ours, runs = results.measure(cells, accuracy)
         rows = []
         for i, (b, c) in enumerate(zip(baselines, cells)):
@@ -134,7 +143,7 @@ class Centralized:
             epochs = done[0].summary["rounds_completed"] if done else ""
             rows.append({"dataset": b.dataset, "model": b.model,
                          "ours": f"{r['ours_mean']:.1f}" if r["status"] == "ok" else r["status"],
-                         "paper": b.paper or "—", "epochs": epochs, "recipe": " ".join(c.overrides[2:]),
+                         "paper": b.paper or "—", "epochs": epochs, "recipe": " ".join(run_overrides(b, args.profile)[2:]),
                          "why not": r["reason"].split(". ")[0] if r["status"] != "ok" else "",
                          "data": r.get("data", "") or ""})
         table = pd.DataFrame(rows)

@@ -99,17 +99,24 @@ def test_one_epoch_on_real_mnist_clears_the_threshold(tmp_path):
     assert r.summary["final"]["all_test_acc"] > REAL_THRESHOLD, r.summary["final"]
 
 
-def test_the_target_runs_the_chosen_datasets_and_refuses_unknown_ones():
+def test_the_target_runs_the_chosen_datasets_and_refuses_unknown_ones(tmp_path):
     """`make centralized ARGS="--datasets mnist,a1a"` plans those two rows only (it once planned all
     nine, CIFAR-10's hour included); no --datasets or 'all' keeps every row; a typo is refused."""
     from types import SimpleNamespace
 
     from experiments.centralized import BASELINES, TARGET
 
+    def cells(datasets, data_root="nowhere"):
+        return TARGET.cells(SimpleNamespace(datasets=datasets, profile="quick", data_root=data_root), {})
+
     def planned(datasets):
-        return [c.keys["dataset"] for c in TARGET.cells(SimpleNamespace(datasets=datasets, profile="quick"), {})]
+        return [c.keys["dataset"] for c in cells(datasets)]
 
     assert planned("mnist,a1a") == ["mnist", "a1a"]
     assert planned(None) == planned("all") == [b.dataset for b in BASELINES]
     with pytest.raises(SystemExit, match=r"unknown --datasets \['mnst'\]"):
         planned("mnist,mnst")
+    # a dataset whose files are not there is "not run" with them named; a generated one runs
+    synthetic, har = cells("har,synthetic", data_root=str(tmp_path))  # in the table's order
+    assert har.not_run.startswith("data not here") and "X_train.txt" in har.not_run and not har.overrides
+    assert synthetic.not_run is None and "dataset=synthetic_feddyn" in synthetic.overrides
