@@ -110,7 +110,7 @@ def test_s3_1_reads_the_best_epoch_and_leaves_a_capped_shortfall_undecided(tmp_p
             names.index("shakespeare"): run("shakespeare", [0.50, 0.515], 150)}  # 51.5 vs 50.8 / 51.2
     for i in runs:
         ours.loc[i, ["status", "reason"]] = ["ok", ""]
-    frame = centralized.claims_frame(ours, runs)
+    frame = centralized.claims_frame(ours, runs, centralized.BASELINES)
     assert list(frame["dataset"]) == ["mnist", "emnist_l", "cifar10", "cifar100", "shakespeare"]
     assert frame.set_index("dataset").loc["shakespeare", "stated"] == [50.8, 51.2]
     verdict, detail = CHECKS["FDY-S3-1"](frame)
