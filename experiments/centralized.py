@@ -19,8 +19,8 @@ import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.feddyn.claims import CHECKS
-from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.data.loaders import unavailable
+from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.grid import Cell
 
 

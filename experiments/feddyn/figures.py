@@ -143,8 +143,8 @@ def dataset_of(number: int, args) -> str:
     and 9, nor 11, whose ResNet is CIFAR's)."""
     _, paper_dataset, _, swappable = FIGURES[number]
     if args.dataset and not swappable:
-        swappable = ", ".join(str(n) for n, f in FIGURES.items() if f[3])
-        raise ConfigError(f"--dataset applies to Figures {swappable} only; Figure {number} is {NAMES[paper_dataset]}")
+        which = ", ".join(str(n) for n, f in FIGURES.items() if f[3])
+        raise ConfigError(f"--dataset applies to Figures {which} only; Figure {number} is {NAMES[paper_dataset]}")
     return args.dataset or paper_dataset
 
 

@@ -232,12 +232,10 @@ def _count_bins(values: torch.Tensor, bin_width: float):
     kernel = _count_kernel()
     if kernel is None:
         return None
-    low, high = (float(x) for x in torch.aminmax(values))
-    lo_f, hi_f = math.floor(low / bin_width) if math.isfinite(low) else low, \
-        math.floor(high / bin_width) if math.isfinite(high) else high
-    if not (-(2.0**62) < lo_f and hi_f < 2.0**62):  # NaN fails both
-        raise ValueError(f"values must be finite and binnable; bin range [{lo_f}, {hi_f}]")
-    lo, hi = int(lo_f), int(hi_f)
+    low, high = (float(x) / bin_width for x in torch.aminmax(values))
+    if not (-(2.0**62) < low and high < 2.0**62):  # NaN and infinities fail too
+        raise ValueError(f"values must be finite and binnable; bin range [{low}, {high}]")
+    lo, hi = math.floor(low), math.floor(high)
     if not _small_range(lo, hi, values.numel()):
         return None
     counts = np.zeros(hi - lo + 1, dtype=np.int64)
