@@ -283,6 +283,8 @@ def test_figures_not_run_panels(tmp_path, capsys):
         assert (tmp_path / "figures" / name).stat().st_size > 0
     with pytest.raises(ConfigError, match="Figures 1, 2, 4, 12 only; Figure 8 is MNIST"):
         render("fig8", ["--dataset", "mnist", *args])
+    with pytest.raises(ConfigError, match="--dataset mnst: FedDyn has no recipe for it; choose from mnist"):
+        render("fig4", ["--dataset", "mnst", *args])
 
 
 def test_figures_draw_seed_0_whatever_seeds_says(monkeypatch):

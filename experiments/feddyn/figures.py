@@ -145,6 +145,8 @@ def dataset_of(number: int, args) -> str:
     if args.dataset and not swappable:
         which = ", ".join(str(n) for n, f in FIGURES.items() if f[3])
         raise ConfigError(f"--dataset applies to Figures {which} only; Figure {number} is {NAMES[paper_dataset]}")
+    if args.dataset and args.dataset not in NAMES:
+        raise ConfigError(f"--dataset {args.dataset}: FedDyn has no recipe for it; choose from {', '.join(NAMES)}")
     return args.dataset or paper_dataset
 
 
