@@ -77,3 +77,19 @@ def test_the_override_still_wins(monkeypatch, tmp_path):
     assert reference.reference_root() == tmp_path
     with pytest.raises(reference.ReferenceNotFoundError, match="fedelasticnet_table2"):
         reference.reference_path("fedelasticnet_table2")
+
+
+# An absolute path into a machine's folders, e.g. "/work/shared/data/MNIST" or "/home/me/x"
+MACHINE_PATH = re.compile(r"(?<![\w.~])/(?:work|home|root|tmp|Users|mnt)/[\w.-]+")
+
+
+def test_committed_outputs_carry_no_machine_paths():
+    """Outputs are rendered from the restored archive with a relative data root (docs/sweeps.md):
+    a render from a store whose runs recorded an absolute data folder once put this machine's
+    paths into docs/measured/centralized.csv."""
+    assert MACHINE_PATH.search("MNIST idx files in /work/shared/data/MNIST/raw")
+    assert not MACHINE_PATH.search("MNIST idx files in ../shared/data/MNIST/raw")
+    hits = [f"{path.relative_to(ROOT)}: {match.group(0)}"
+            for path in sorted((ROOT / "docs").rglob("*")) if path.suffix in (".md", ".csv", ".json")
+            for match in MACHINE_PATH.finditer(path.read_text(errors="replace"))]
+    assert not hits, "absolute machine paths in committed files:\n" + "\n".join(hits[:20])
