@@ -44,6 +44,11 @@ data, split, clients and batches, their rounds interleaved: rows `round_referenc
 a round's time) and a table in bench.md.
 `--only rounds` runs this part alone (`--only rounds,mnist_mlp_p10` with that workload).
 
+On a GPU (`--device cuda`; experiments/bench_gpu.sh runs it on a lent machine): the same rows
+with data, models and training on the GPU (the plain loop keeps its data on the host and moves
+each batch, as the papers' code does), the clock read after a synchronization; no 2-process or
+ledger rows. `--ratio-to docs/measured/bench.csv` adds a table of the run beside that machine's.
+
 The ledger (`--only ledger`): `Ledger.record` on ten uploads of the MNIST MLP's size, its one-pass
 numba count of bins and nonzeros against the torch path it replaced, in turns, the metrics
 checked equal: bench_ledger.csv and a line of bench.md.
@@ -57,7 +62,7 @@ import platform
 import statistics
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -71,6 +76,8 @@ from fedrepro.engine.batched import BatchedExecutor
 from fedrepro.engine.local import ClientJob, SequentialExecutor
 from fedrepro.models.flat import build_model
 from fedrepro.reports.tables import markdown_grid
+
+from experiments.bench_round import synchronize
 
 # run as __main__: a fixed name keeps its lines under the fedrepro loggers
 log = logging.getLogger("fedrepro.experiments")
@@ -87,6 +94,7 @@ class Workload:
     batch: int
     participation: float
     data: str  # where the data came from
+    device: str = "cpu"  # where the data, the models and the training live (--device)
 
     @property
     def selected(self) -> int:
@@ -100,17 +108,29 @@ class Workload:
         model, w0 = build_model(OmegaConf.create(self.model), tuple(self.x.shape[1:]), int(self.y.max()) + 1
                                 if self.model["name"] != "binary_logistic" else 2, seed=0,
                                 token_inputs=not self.x.is_floating_point())
-        idx = [torch.arange(k * self.per_client, (k + 1) * self.per_client) for k in range(self.clients)]
-        return model, w0, idx
+        model.module.to(self.device)  # as run.build_federation places a run's model
+        model.buffers = model.buffers.to(self.device)
+        idx = [torch.arange(k * self.per_client, (k + 1) * self.per_client, device=self.device)
+               for k in range(self.clients)]
+        return model, w0.to(self.device), idx
+
+    def to(self, device: str) -> "Workload":
+        return replace(self, x=self.x.to(device), y=self.y.to(device), device=device)
 
 
-def matmul_rate(seconds: float) -> float:
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+def matmul_rate(seconds: float, device: str = "cpu") -> float:
+    """FLOP/s of a 2048 x 2048 float32 product on `device` (on a GPU, in the precision torch's
+    defaults give float32 products: full float32 unless TF32 is switched on)."""
+    a, b = torch.randn(2048, 2048, device=device), torch.randn(2048, 2048, device=device)
     a @ b
+    synchronize()
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         a @ b
         n += 1
+        if n % 10 == 0:
+            synchronize()
+    synchronize()
     return 2 * 2048 ** 3 * n / (time.perf_counter() - t0)
 
 
@@ -134,10 +154,12 @@ def step_flops(w: Workload) -> int:
 def time_rounds(run_round, client_steps_per_round: int, seconds: float) -> float:
     """client-steps/s of `run_round(r)` over about `seconds` (after one warm-up round)."""
     run_round(0)
+    synchronize()
     rounds, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds or rounds < 2:
         rounds += 1
         run_round(rounds)
+        synchronize()
     return rounds * client_steps_per_round / (time.perf_counter() - t0)
 
 
@@ -148,6 +170,7 @@ def interleaved_rates(runners: dict, seconds: float, repeats: int = 5) -> dict[s
     see the same load, which one runner after the other would not."""
     for run_round, _ in runners.values():
         run_round(0)  # warm-up
+    synchronize()
     turns: dict[str, list[float]] = {name: [] for name in runners}
     counter = 0
     for _ in range(repeats):
@@ -157,6 +180,7 @@ def interleaved_rates(runners: dict, seconds: float, repeats: int = 5) -> dict[s
                 counter += 1
                 rounds += 1
                 run_round(counter)
+                synchronize()
             turns[name].append(rounds * steps / (time.perf_counter() - t0))
     return {name: statistics.median(v) for name, v in turns.items()}
 
@@ -193,10 +217,10 @@ def products_runner(w: Workload):
     model, _, _ = w.build()
     s, b = w.selected, w.batch
     layers = [(fan_in, fan_out) for _, _, fan_in, fan_out in linear_stack(model)]
-    ws = [torch.randn(s, o, i) for i, o in layers]
-    bs = [torch.randn(s, 1, o) for _, o in layers]
-    hs = [torch.randn(s, b, i) for i, _ in layers]
-    dzs = [torch.randn(s, b, o) for _, o in layers]
+    ws = [torch.randn(s, o, i, device=w.device) for i, o in layers]
+    bs = [torch.randn(s, 1, o, device=w.device) for _, o in layers]
+    hs = [torch.randn(s, b, i, device=w.device) for i, _ in layers]
+    dzs = [torch.randn(s, b, o, device=w.device) for _, o in layers]
 
     def step(_):
         for k in range(len(layers)):
@@ -270,7 +294,9 @@ def dataloader_runner(w: Workload):
     module = authors_module(model.module)
     for p in module.parameters():
         p.requires_grad_(True)
-    loaders = [DataLoader(TensorDataset(w.x[i], w.y[i]), batch_size=w.batch, shuffle=True) for i in idx[:w.selected]]
+    # the clients' data in host memory, each batch moved to the device, as the papers' code does
+    loaders = [DataLoader(TensorDataset(w.x[i].cpu(), w.y[i].cpu()), batch_size=w.batch, shuffle=True)
+               for i in idx[:w.selected]]
     loss_fn = torch.nn.functional.binary_cross_entropy_with_logits if model.loss_kind == "logistic" else \
         torch.nn.functional.cross_entropy
 
@@ -279,6 +305,7 @@ def dataloader_runner(w: Workload):
             torch.nn.utils.vector_to_parameters(w0, module.parameters())
             opt = torch.optim.SGD(module.parameters(), lr=0.01, weight_decay=1e-4)
             for xb, yb in loader:
+                xb, yb = xb.to(w.device, non_blocking=True), yb.to(w.device, non_blocking=True)
                 opt.zero_grad(set_to_none=True)
                 out = module(xb)
                 loss = loss_fn(out.squeeze(1), yb.float()) if model.loss_kind == "logistic" else loss_fn(out, yb)
@@ -296,7 +323,7 @@ def authors_module(module: torch.nn.Module) -> torch.nn.Module:
     from fedrepro.models.cnn import AuthorsOrderCifarCNN, CifarCNN
 
     if type(module) is CifarCNN:
-        authors = AuthorsOrderCifarCNN(module.fc3.out_features)
+        authors = AuthorsOrderCifarCNN(module.fc3.out_features).to(module.fc3.weight.device)
         authors.load_state_dict(module.state_dict())
         return authors
     return module
@@ -368,7 +395,7 @@ EVAL_BATCHES = (100, 250, 1000, 2500, 10_000)
 
 def eval_rates(w: Workload, seconds: float) -> tuple[dict[int, float], int]:
     """samples/s of evaluate() on the workload's first (up to 10 000) samples, per eval batch,
-    and the batch the model evaluates with on the CPU."""
+    and the batch the model evaluates with on the workload's device."""
     from fedrepro.engine.evaluate import evaluate
 
     model, w0, _ = w.build()
@@ -381,7 +408,7 @@ def eval_rates(w: Workload, seconds: float) -> tuple[dict[int, float], int]:
             evaluate(model, w0, x, y, batch_size=batch)
             n += 1
         rates[batch] = n * len(y) / (time.perf_counter() - t0)
-    return rates, model.eval_batch
+    return rates, model.eval_batch_on(w.x.device)
 
 
 def fen_table2_projection(fast_rate_b10: float) -> dict:
@@ -405,17 +432,27 @@ def main(argv=None) -> int:
     ap.add_argument("--round-threads", default="1,2", help="thread counts of the paper-setting rounds")
     ap.add_argument("--reference-eval-models", type=int, default=2, choices=[2, 3],
                     help="models the reference loop evaluates a round (2: the papers' code; 3: as fedrepro)")
+    ap.add_argument("--ratio-to", default=None, metavar="BENCH_CSV",
+                    help="another machine's bench.csv (docs/measured/bench.csv): a table of this run's rates "
+                         "beside it, with the ratios")
+    ap.add_argument("--device", default="cpu",
+                    help="where data, models and training live: cpu, or cuda on a GPU machine (docs/performance.md's "
+                         "GPU rows); on cuda the 2-process and ledger rows are left out (one GPU; the ledger is host work)")
     args = ap.parse_args(argv)
+    device = torch.device(args.device).type
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: torch {torch.__version__} sees no CUDA GPU here; use --device cpu")
     seconds = 0.5 if args.profile == "smoke" else args.seconds
     rounds = args.rounds if args.rounds is not None else (1 if args.profile == "smoke" else 5)
     only = set(args.only.split(",")) if args.only else None
     threads = torch.get_num_threads()
-    peak = matmul_rate(seconds)
-    log.info(f"{platform.node()} {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+    peak = matmul_rate(seconds, args.device)
+    where = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
+    log.info(f"{platform.node()} {where}, torch {torch.__version__}, "
              f"{threads} threads, GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r}")
     log.info(f"matmul 2048^2 float32: {peak / 1e9:.1f} GFLOP/s")
     rows = []
-    chosen = workloads(os.environ.get("FEDREPRO_DATA_ROOT"))
+    chosen = [w.to(args.device) for w in workloads(os.environ.get("FEDREPRO_DATA_ROOT"))]
     if only:
         chosen = [w for w in chosen if w.name in only]
     for w in chosen:
@@ -431,13 +468,13 @@ def main(argv=None) -> int:
             runners["fast"] = executor_runner(w, fast)
         if batched:
             runners["products_only"] = products_runner(w)
-        if w.model["name"] == "lstm":  # why the LSTM stays on the sequential executor's oneDNN LSTM
+        if w.model["name"] == "lstm" and device == "cpu":  # why the LSTM stays on the oneDNN LSTM
             runners["aten_lstm"] = without_onednn(executor_runner(w, "sequential"))
             runners["clients_batched"] = lstm_clients_batched_runner(w)
         measured = interleaved_rates(runners, seconds)
         rates = {"dataloader": measured["dataloader"], "sequential": measured["sequential"]}
         rates["fast"] = measured.get("fast", rates["sequential"])
-        if args.profile != "smoke":
+        if args.profile != "smoke" and device == "cpu":
             rates["sharded2"] = sharded_rate(w, fast, seconds)
         rates.update({k: v for k, v in measured.items() if k not in rates})
         names = {"fast": fast + (" (channels-last)" if conv else ""), "sharded2": fast,
@@ -473,7 +510,7 @@ def main(argv=None) -> int:
         log.info(f"evaluation {r['workload']}: {r['models']} models one at a time {r['one_at_a_time']:.0f}, "
                  f"together (evaluate_many) {r['stacked']:.0f} samples/s a model: {r['speedup']:.2f}x")
     ledger = None
-    if only is None or "ledger" in only:
+    if (only is None or "ledger" in only) and device == "cpu":
         ledger = ledger_row(seconds)
         log.info(f"ledger: {ledger['one_pass']:.0f} messages/s in one pass, {ledger['torch_path']:.0f} on the torch "
                  f"path ({ledger['speedup']:.2f}x; {ledger['dim']} values a message, the same metrics)")
@@ -484,16 +521,18 @@ def main(argv=None) -> int:
         round_rows = paper_round_rows(os.environ.get("FEDREPRO_DATA_ROOT"), rounds,
                                       algorithms=tuple(args.round_algorithms.split(",")),
                                       threads=tuple(int(n) for n in args.round_threads.split(",")),
-                                      eval_models=args.reference_eval_models)
+                                      eval_models=args.reference_eval_models, device=args.device)
     date = time.strftime("%Y-%m-%d")
     frame = pd.DataFrame(rows)
     frame["matmul_gflops"] = peak / 1e9
     frame["threads"] = threads
     frame["date"] = date
+    frame["device"] = where
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     # the round rows (carrying their own thread count) after the throughput rows, their extra columns last
-    rounds_frame = pd.DataFrame(round_rows).assign(matmul_gflops=peak / 1e9, date=date) if round_rows else None
+    rounds_frame = (pd.DataFrame(round_rows).assign(matmul_gflops=peak / 1e9, date=date, device=where)
+                    if round_rows else None)
     csv = frame if rounds_frame is None else rounds_frame if frame.empty else pd.concat(
         [frame, rounds_frame], ignore_index=True)
     columns = list(frame.columns) if not frame.empty else []
@@ -501,7 +540,7 @@ def main(argv=None) -> int:
     pd.DataFrame(eval_rows).assign(threads=threads, date=date).to_csv(out / "bench_eval.csv", index=False)
     if stacked:
         pd.DataFrame(stacked).assign(threads=threads, date=date).to_csv(out / "bench_eval_stacked.csv", index=False)
-    md = (markdown(frame, peak, threads) if rows else f"### make bench ({date}, {platform.machine()})\n")
+    md = (markdown(frame, peak, threads, where) if rows else f"### make bench ({date}, {where})\n")
     md += eval_markdown(eval_rows)
     md += "".join(f"\n- evaluation of {r['models']} {r['workload']} models on {r['samples']} samples: together "
                   f"(`evaluate_many`, the same numbers) **{r['speedup']:.2f}x** one at a time\n" for r in stacked)
@@ -515,6 +554,8 @@ def main(argv=None) -> int:
 
         md += rounds_markdown(round_rows, rounds)
     md += goals_markdown(frame, round_rows, stacked)
+    if args.ratio_to:
+        md += ratio_markdown(csv, pd.read_csv(args.ratio_to))
     if args.profile == "paper":
         # the generated MNIST-shaped data (regenerated when --only chose no MNIST workload)
         mnist = next((w for w in chosen if w.name == "mnist_mlp_p10"), None) or workloads(None)[0]
@@ -545,11 +586,14 @@ def stacked_eval_row(w: Workload, seconds: float, models: int = 3, repeats: int 
 
     model, w0, _ = w.build()
     g = torch.Generator().manual_seed(0)
-    ws = [w0 + 0.01 * torch.randn(w0.shape, generator=g) for _ in range(models)]
+    ws = [w0 + 0.01 * torch.randn(w0.shape, generator=g).to(w0.device) for _ in range(models)]
     x, y = w.x[:10_000], w.y[:10_000]
     runners = {"one_at_a_time": lambda: [evaluate(model, v, x, y) for v in ws],
                "stacked": lambda: evaluate_many(model, ws, x, y)}
-    assert runners["one_at_a_time"]() == runners["stacked"]()  # the same numbers, bit for bit
+    # the same numbers bit for bit on the CPU (tested); a GPU's products may round otherwise: said
+    same = runners["one_at_a_time"]() == runners["stacked"]()
+    if not same and w.device == "cpu":
+        raise AssertionError("evaluate_many and evaluate disagree")
     turns = {k: [] for k in runners}
     for _ in range(repeats):
         for name, run in runners.items():
@@ -560,7 +604,7 @@ def stacked_eval_row(w: Workload, seconds: float, models: int = 3, repeats: int 
             turns[name].append(n * len(y) * models / (time.perf_counter() - t0))
     rate = {k: statistics.median(v) for k, v in turns.items()}
     return {"workload": w.name, "models": models, "samples": len(y), **rate,
-            "speedup": rate["stacked"] / rate["one_at_a_time"]}
+            "speedup": rate["stacked"] / rate["one_at_a_time"], "same_numbers": same}
 
 
 def ledger_row(seconds: float, dim: int = 199_210, clients: int = 10, repeats: int = 5) -> dict:
@@ -614,7 +658,8 @@ def goals_markdown(frame: pd.DataFrame, round_rows: list[dict], stacked: list[di
                           "holds" if fast >= 0.85 * ceiling else "not met"])
     for r in stacked:
         lines.append([f"{r['workload']}: {r['models']} models evaluated together / one at a time",
-                      f"{r['speedup']:.2f}x", "same numbers", "bit for bit (checked)"])
+                      f"{r['speedup']:.2f}x", "same numbers",
+                      "bit for bit (checked)" if r["same_numbers"] else "not bit for bit on this device"])
     fast, loader = rate("cifar_cnn_p10", "fast"), rate("cifar_cnn_p10", "dataloader")
     if fast and loader:
         lines.append(["cifar_cnn_p10: fastest path / plain PyTorch loop", f"{fast / loader:.2f}x", ">= 1.5x",
@@ -625,7 +670,7 @@ def goals_markdown(frame: pd.DataFrame, round_rows: list[dict], stacked: list[di
                                                                  right_align={1}) + "\n"
 
 
-def markdown(frame: pd.DataFrame, peak: float, threads: int) -> str:
+def markdown(frame: pd.DataFrame, peak: float, threads: int, where: str) -> str:
     lines = []
     for r in frame.to_dict("records"):
         base = frame[(frame.workload == r["workload"]) & (frame.method == "dataloader")].client_steps_per_s.iloc[0]
@@ -635,9 +680,33 @@ def markdown(frame: pd.DataFrame, peak: float, threads: int) -> str:
                       f"{r['client_steps_per_s'] / base:.2f}x", f"{r['client_steps_per_s'] / seq:.2f}x"])
     headers = ["workload", "method", "executor", "client-steps/s", "samples/s", "GFLOP/s", "of matmul",
                "vs dataloader", "vs sequential"]
-    return "\n".join([f"### make bench ({time.strftime('%Y-%m-%d')}, {platform.machine()}, {threads} threads, "
+    return "\n".join([f"### make bench ({time.strftime('%Y-%m-%d')}, {where}, {threads} threads, "
                       f"matmul {peak / 1e9:.1f} GFLOP/s)", "",
                       markdown_grid(headers, lines, right_align={3, 4, 5, 6, 7, 8})]) + "\n"
+
+
+def ratio_markdown(frame: pd.DataFrame, baseline: pd.DataFrame) -> str:
+    """This run's rates beside another machine's bench.csv (`--ratio-to`): client-steps/s of each
+    (workload, method) both measured, and seconds a paper-setting round (the baseline's row at
+    the same thread count), with this run / the baseline (rounds: baseline s / this run's s)."""
+    lines = []
+    for r in frame.to_dict("records"):
+        same = baseline[(baseline.workload == r["workload"]) & (baseline.method == r["method"])]
+        if str(r["method"]).startswith("round_"):
+            same = same[same.threads == r["threads"]]
+            if len(same):
+                b = float(same.seconds_per_round.iloc[0])
+                lines.append([r["workload"], r["method"], f"{r['seconds_per_round']:.2f} s/round", f"{b:.2f} s/round",
+                              f"{b / r['seconds_per_round']:.2f}x"])
+        elif len(same):
+            b = float(same.client_steps_per_s.iloc[0])
+            lines.append([r["workload"], r["method"], f"{r['client_steps_per_s']:.0f}", f"{b:.0f}",
+                          f"{r['client_steps_per_s'] / b:.2f}x"])
+    if not lines:
+        return ""
+    where, there = frame.device.iloc[0] if "device" in frame else "this run", baseline.date.iloc[0]
+    return ("\n" + markdown_grid(["workload", "method", where, f"baseline ({there}, {int(baseline.threads.iloc[0])} "
+                                  "threads)", "ratio"], lines, right_align={2, 3, 4}) + "\n")
 
 
 def eval_markdown(eval_rows: list[dict]) -> str:

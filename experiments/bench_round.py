@@ -80,6 +80,12 @@ log = logging.getLogger("fedrepro.experiments")
 ALGORITHMS = ("feddyn", "fedavg")
 
 
+def synchronize() -> None:
+    """Wait for queued GPU work, so that a host clock read after it times the work (a no-op on the CPU)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 @dataclass(frozen=True)
 class RoundSetting:
     """One federated setting, as fedrepro overrides and as the reference loop's parameters."""
@@ -157,12 +163,15 @@ def feddyn_server_update(h: torch.Tensor, server_prev: torch.Tensor, active_mode
 
 @torch.no_grad()
 def evaluate_module(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """(mean loss, accuracy) as the authors' `get_acc_loss`: DataLoader, batches of min(6000, n)."""
+    """(mean loss, accuracy) as the authors' `get_acc_loss`: DataLoader, batches of min(6000, n),
+    each moved to the model's device."""
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
     loader = DataLoader(TensorDataset(x, y), batch_size=min(6000, len(y)), shuffle=False)
+    device = next(model.parameters()).device
     model.eval()
     loss, correct = 0.0, 0
     for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
         out = model(xb)
         loss += loss_fn(out, yb.reshape(-1).long()).item()
         correct += int((out.argmax(1) == yb).sum())
@@ -175,12 +184,14 @@ class ReferenceLoop:
 
     def __init__(self, algorithm: str, setting: RoundSetting, x_train: torch.Tensor, y_train: torch.Tensor,
                  x_test: torch.Tensor, y_test: torch.Tensor, parts, w0: torch.Tensor, *,
-                 num_classes: int = 10, eval_models: int = 2, quadratic_in_loss: bool = False):
+                 num_classes: int = 10, eval_models: int = 2, quadratic_in_loss: bool = False,
+                 device: str = "cpu"):
         if algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm={algorithm!r}; the reference loop has {ALGORITHMS}")
         if eval_models not in (2, 3):
             raise ValueError(f"eval_models={eval_models}: 2 (server, all clients) or 3 (and the selected clients)")
-        self.algorithm, self.s = algorithm, setting
+        self.algorithm, self.s, self.device = algorithm, setting, device
+        # the data stays in host memory and each batch is moved to `device`, as the authors' code does
         self.x_train, self.y_train, self.x_test, self.y_test = x_train, y_train, x_test, y_test
         self.client_x = [x_train[torch.as_tensor(p, dtype=torch.long)] for p in parts]
         self.client_y = [y_train[torch.as_tensor(p, dtype=torch.long)] for p in parts]
@@ -188,18 +199,18 @@ class ReferenceLoop:
         self.in_dim, self.num_classes = int(x_train[0].numel()), num_classes
         self.eval_models, self.quadratic_in_loss = eval_models, quadratic_in_loss
         n = torch.tensor([len(p) for p in parts], dtype=torch.float32)
-        self.sizes = n
+        self.sizes = n.to(device)
         self.alpha_k = (setting.alpha * n.mean() / n).tolist()  # the authors' per-client alpha
-        self.server = w0.detach().clone()
+        self.server = w0.detach().clone().to(device)
         self.client_models = self.server.expand(self.num_clients, -1).clone()  # latest, initial until sampled
         if algorithm == "feddyn":
-            self.lam = torch.zeros(self.num_clients, self.server.numel())  # grad-states lambda_k
-            self.h = torch.zeros(self.server.numel())
+            self.lam = torch.zeros(self.num_clients, self.server.numel(), device=device)  # grad-states lambda_k
+            self.h = torch.zeros(self.server.numel(), device=device)
         self.round_steps: dict[int, int] = {}
 
     # the authors' model_func() + set_client_from_params
     def module_with(self, w: torch.Tensor) -> nn.Module:
-        model = mlp_module(self.in_dim, self.s.hidden, self.num_classes)
+        model = mlp_module(self.in_dim, self.s.hidden, self.num_classes).to(self.device)
         with torch.no_grad():  # copies (vector_to_parameters would make the parameters views of w)
             for p, v in zip(model.parameters(), w.split([p.numel() for p in model.parameters()])):
                 p.copy_(v.view_as(p))
@@ -227,6 +238,7 @@ class ReferenceLoop:
             batches = iter(loader)
             for _ in range(math.ceil(n / s.batch)):
                 xb, yb = next(batches)
+                xb, yb = xb.to(self.device), yb.to(self.device)
                 out = model(xb)
                 loss = loss_fn(out, yb.reshape(-1).long()) / yb.size(0)
                 if feddyn:  # the penalty over the parameter list, every step
@@ -251,7 +263,7 @@ class ReferenceLoop:
     def run_round(self, t: int) -> dict:
         """Round t (0-based): local training, the server step, the evaluation; the round's row."""
         s = self.s
-        selected = sample_clients("bernoulli", s.participation, None, self.num_clients, s.seed, t)
+        selected = sample_clients("bernoulli", s.participation, None, self.num_clients, s.seed, t).to(self.device)
         lr = s.lr * s.lr_decay ** t
         server_prev = self.server
         self.round_steps = {}
@@ -263,8 +275,8 @@ class ReferenceLoop:
         active = self.client_models[selected]
         if self.algorithm == "feddyn":
             self.h, self.server = feddyn_server_update(self.h, server_prev, active, self.num_clients, s.alpha)
-            all_weights = torch.full((self.num_clients,), 1.0 / self.num_clients)
-            sel_weights = torch.full((len(selected),), 1.0 / len(selected))
+            all_weights = torch.full((self.num_clients,), 1.0 / self.num_clients, device=self.device)
+            sel_weights = torch.full((len(selected),), 1.0 / len(selected), device=self.device)
         else:
             sel_weights = self.sizes[selected] / self.sizes[selected].sum()
             self.server = sel_weights @ active
@@ -283,7 +295,7 @@ class ReferenceLoop:
 
 # -- fedrepro's side ---------------------------------------------------------------------------
 
-def fedrepro_federation(algorithm: str, setting: RoundSetting, data, rounds: int, parts=None):
+def fedrepro_federation(algorithm: str, setting: RoundSetting, data, rounds: int, parts=None, device: str = "cpu"):
     """(config, client split, `fedrepro.run.Federated`) of the setting on `data` (DatasetTensors):
     what `run_experiment` builds for these overrides, on this data."""
     from fedrepro.config import compose_config, validate
@@ -293,7 +305,7 @@ def fedrepro_federation(algorithm: str, setting: RoundSetting, data, rounds: int
     validate(cfg)
     if parts is None:
         parts = client_partition(cfg, data)
-    return cfg, parts, build_federation(cfg, data, parts, "cpu")
+    return cfg, parts, build_federation(cfg, data, parts, device)
 
 
 def fedrepro_eval_samples(row: dict, eval_data) -> int:
@@ -348,10 +360,12 @@ class PartTimer:
         inner = getattr(obj, method)
 
         def timed(*args, **kwargs):
+            synchronize()
             t0 = time.perf_counter()
             try:
                 return inner(*args, **kwargs)
             finally:
+                synchronize()
                 self.seconds[part] = self.seconds.get(part, 0.0) + time.perf_counter() - t0
 
         setattr(obj, method, timed)
@@ -364,7 +378,7 @@ class PartTimer:
 
 
 def measure_pair(algorithm: str, threads: int, data, source: str, setting: RoundSetting, rounds: int,
-                 parts=None, eval_models: int = 2) -> list[dict]:
+                 parts=None, eval_models: int = 2, device: str = "cpu") -> list[dict]:
     """The reference loop and fedrepro at `threads` threads, their rounds interleaved (round t of the
     reference, then round t of fedrepro, ...), so that a change of the machine's load meets both
     sides alike; two rows, with where each side's time went (`*_share`)."""
@@ -372,10 +386,10 @@ def measure_pair(algorithm: str, threads: int, data, source: str, setting: Round
     torch.set_num_threads(threads)
     ref_timer, fed_timer = PartTimer(), PartTimer()
     try:
-        cfg, parts, fed = fedrepro_federation(algorithm, setting, data, rounds, parts)
+        cfg, parts, fed = fedrepro_federation(algorithm, setting, data, rounds, parts, device)
         w0 = fed.algorithm.server_model().clone()
         ref = ReferenceLoop(algorithm, setting, data.x_train, data.y_train, data.x_test, data.y_test, parts, w0,
-                            num_classes=data.num_classes, eval_models=eval_models)
+                            num_classes=data.num_classes, eval_models=eval_models, device=device)
         _compile_fused_step()
         ref_timer.wrap(ref, "train_client", "train")
         ref_timer.wrap(ref, "evaluate", "eval")
@@ -385,17 +399,20 @@ def measure_pair(algorithm: str, threads: int, data, source: str, setting: Round
         ref_s = fed_s = 0.0
         ref_rows, fed_rows, fed_steps = [], [], []
         for t in range(rounds):
+            synchronize()
             t0 = time.perf_counter()
             ref_rows.append(ref.run_round(t))
+            synchronize()
             t1 = time.perf_counter()
             fed_rows.append(fed.loop.run_round(t))
+            synchronize()
             t2 = time.perf_counter()
             ref_s, fed_s = ref_s + t1 - t0, fed_s + t2 - t1
             fed_steps.append(sum(getattr(fed.loop, "round_steps", {}).values()))
     finally:
         torch.set_num_threads(previous)
     executor = type(getattr(fed.loop.executor, "inner", fed.loop.executor)).__name__
-    common = {"workload": f"mnist_{algorithm}_round", "batch": setting.batch, "threads": threads,
+    common = {"workload": f"mnist_{algorithm}_round", "batch": setting.batch, "threads": threads, "device": device,
               "rounds": rounds, "data": source,
               "clients_per_round": sum(r["clients"] for r in ref_rows) / rounds,
               "local_steps_per_round": sum(r["steps"] for r in ref_rows) / rounds}
@@ -420,7 +437,7 @@ def measure_pair(algorithm: str, threads: int, data, source: str, setting: Round
 
 
 def round_rows(data_root: Optional[str], rounds: int, algorithms=ALGORITHMS, threads=(1, 2),
-               setting: RoundSetting = PAPER, eval_models: int = 2, data=None) -> list[dict]:
+               setting: RoundSetting = PAPER, eval_models: int = 2, data=None, device: str = "cpu") -> list[dict]:
     """Every (threads, algorithm) pair's two rows (`measure_pair`), one pair after the other in this process."""
     if data is None:
         data, source = mnist_data(data_root)
@@ -433,9 +450,9 @@ def round_rows(data_root: Optional[str], rounds: int, algorithms=ALGORITHMS, thr
     rows = []
     for n in threads:
         for algorithm in algorithms:
-            pair = measure_pair(algorithm, n, data, source, setting, rounds, parts, eval_models)
+            pair = measure_pair(algorithm, n, data, source, setting, rounds, parts, eval_models, device)
             ref, ours = pair
-            log.info(f"paper-setting round, {algorithm}, {n} thread{'s' if n > 1 else ''}: reference "
+            log.info(f"paper-setting round, {algorithm}, {device}, {n} thread{'s' if n > 1 else ''}: reference "
                      f"{ref['seconds_per_round']:.2f} s, fedrepro {ours['seconds_per_round']:.2f} s "
                      f"({ours['speedup']:.2f}x; {ref['local_steps_per_round']:.0f} client-steps a round, evaluated "
                      f"{ref['eval_samples_per_round']} / {ours['eval_samples_per_round']} samples; {source})")

@@ -266,6 +266,30 @@ def test_bench_writes_its_table(tmp_path, monkeypatch):
     evals = pd.read_csv(tmp_path / "bench_eval.csv")
     assert list(evals.eval_batch) == list(bench.EVAL_BATCHES) and (evals.samples_per_s > 0).all()
     assert evals.used.sum() == 1  # the model's own eval batch is among those timed
+    # --ratio-to: this run beside another machine's bench.csv (here, itself: every ratio 1.00x)
+    assert bench.main(["--profile", "smoke", "--only", "a1a_logistic", "--out", str(tmp_path / "again"),
+                       "--ratio-to", str(tmp_path / "bench.csv")]) == 0
+    table = (tmp_path / "again" / "bench.md").read_text().split("baseline (")[1]
+    assert table.count("x |") == 4 and "a1a_logistic | fast" in table
+
+
+def test_bench_ratio_table_divides_rates_and_inverts_seconds():
+    """The GPU rows' ratio to this machine (`--ratio-to`): rates over the baseline's, seconds a
+    round the other way round, rounds matched at equal threads, rows the baseline lacks left out."""
+    from experiments.bench import ratio_markdown
+
+    ours = pd.DataFrame([{"workload": "w", "method": "fast", "client_steps_per_s": 300.0, "device": "GPU"},
+                         {"workload": "w", "method": "only_here", "client_steps_per_s": 1.0, "device": "GPU"},
+                         {"workload": "r", "method": "round_fedrepro", "threads": 1, "seconds_per_round": 0.5,
+                          "device": "GPU"}])
+    base = pd.DataFrame([{"workload": "w", "method": "fast", "client_steps_per_s": 100.0, "threads": 2,
+                          "date": "d", "seconds_per_round": None},
+                         {"workload": "r", "method": "round_fedrepro", "client_steps_per_s": 1.0, "threads": 2,
+                          "date": "d", "seconds_per_round": 9.0},
+                         {"workload": "r", "method": "round_fedrepro", "client_steps_per_s": 1.0, "threads": 1,
+                          "date": "d", "seconds_per_round": 2.0}])
+    table = ratio_markdown(ours, base)
+    assert "3.00x" in table and "4.00x" in table and "only_here" not in table and "18.00x" not in table
 
 
 def test_bench_times_the_ledger_s_two_paths_on_equal_metrics():

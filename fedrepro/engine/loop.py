@@ -156,7 +156,7 @@ class RoundLoop:
         alg.aggregate(selected, {name: torch.stack(v) for name, v in messages.items()})
         self.latest[selected] = models
         if self.model.buffer_dim:  # BatchNorm statistics: data-weighted mean of the participants'
-            weights = self.client_sizes[selected].to(models.dtype)
+            weights = self.client_sizes[selected].to(models)
             self.model.buffers = (weights / weights.sum()) @ self.executor.last_buffers
         row = {"round": t + 1, "clients": len(selected), "lr": lr, "local_loss": float(losses.mean())}
         row.update(self.ledger.end_round())
@@ -182,10 +182,10 @@ class RoundLoop:
         everyone = torch.arange(self.num_clients)
         candidates = {
             "server": alg.server_model(),
-            "all": alg.client_weights(everyone).to(self.latest.dtype) @ self.latest,
+            "all": alg.client_weights(everyone).to(self.latest) @ self.latest,
         }
         if selected is not None:
-            candidates["selected"] = alg.client_weights(selected).to(models.dtype) @ models
+            candidates["selected"] = alg.client_weights(selected).to(models) @ models
         # models equal element for element are scored once (at 100 % participation "all" is "selected");
         # the distinct ones together (evaluate_many: the numbers of scoring each alone, bit for bit)
         distinct: list[torch.Tensor] = []
