@@ -11,7 +11,9 @@ wrote when it rendered). A verdict word of those files becomes one of:
 
     holds / fails           as the file says ("holds (tie)" counts as holds)
     undecided               "not evaluated" with a reason that is not missing data: censoring at
-                            the profile's round cap, the seeds' interval, runs not made yet
+                            the profile's round cap, the seeds' interval, some of the runs not made
+    not run yet             "not evaluated" with nothing of the claim's scope run: its runs are
+                            not made (compute), so no number bears on it yet
     not runnable            "not evaluated" because the data is not here (or, with no output at
                             all, `NOT_RUNNABLE`)
     not judged yet          no committed output of its target, or no target lists it
@@ -19,7 +21,7 @@ wrote when it rendered). A verdict word of those files becomes one of:
 When several files judge one claim (several targets, or one target at several datasets or
 profiles), the row shows each file's verdict and heads it with the project's own rule for
 several checks of one claim (`fedrepro.reports.claims.combine`): any fails, it fails; else any
-undecided (or not runnable), it is not decided; else it holds.
+undecided (or not run yet, or not runnable), it is not decided; else it holds.
 """
 from __future__ import annotations
 
@@ -68,8 +70,13 @@ ABSENT_DATA = (("UCI_HAR", "UCI HAR features"), ("a2a", "a2a training file"),
                ("CIFAR100", "CIFAR-100"), ("cifar100", "CIFAR-100"), ("a1a.t", "a1a test file"))
 
 # A headline verdict from several files: the first of these any file has.
-RANK = ("fails", "undecided", "not runnable", "holds")
-CATEGORIES = ("holds", "fails", "undecided", "not runnable", "not judged yet")
+RANK = ("fails", "undecided", "not run yet", "not runnable", "holds")
+CATEGORIES = ("holds", "fails", "undecided", "not run yet", "not runnable", "not judged yet")
+# A target's reason that none of the claim's scope was run (the wordings of the four papers' checks)
+# (read on the first line of the reason: later lines may name the runs a partial verdict lacks)
+NOTHING_RUN = re.compile(r"nothing in the scope was run|\b(\d+) of \1 scope items not evaluated|are not (both|all) run"
+                         r"|has the runs this needs|no \(base, variant\) pair with ok runs|^(undetermined: )?no finished "
+                         r"run|^needs ok runs of")
 REASON_CHARS = 170
 
 
@@ -146,6 +153,8 @@ def category_of(verdict: Verdict) -> tuple[str, str]:
     if missing:
         scope = re.search(r"\d+ of \d+ scope items not evaluated", detail)
         return "not runnable", f"not runnable: {missing} missing" + (f" ({scope[0]})" if scope else "")
+    if verdict.detail and NOTHING_RUN.search(verdict.detail[0]):
+        return "not run yet", f"not run yet: {shorten(verdict.detail[0] if verdict.detail else '')}"
     return "undecided", f"undecided: {shorten(verdict.detail[0] if verdict.detail else 'no reason given')}"
 
 
@@ -325,9 +334,10 @@ def header(rows: list[Row], empirical: list[Row], constructed: list[Row]) -> lis
         "",
         "Verdicts: *holds* / *fails* as the target's claims file says (*holds (tie)* counts as holds); "
         "*undecided*: the target judged it \"not evaluated\" for the reason shown (censoring at the profile's "
-        "round cap, noise, runs not made); *not runnable*: the data it needs is not here; *not judged yet*: "
-        "no committed output of its target. Several files: any fails, it fails; else any undecided or not "
-        "runnable, so is the claim; each file's verdict is shown when they differ.",
+        "round cap, noise, some runs not made); *not run yet*: none of its scope was run (compute: the "
+        "target's output says which runs); *not runnable*: the data it needs is not here; *not judged yet*: "
+        "no committed output of its target. Several files: any fails, it fails; else the first of undecided, "
+        "not run yet, not runnable that a file gives; each file's verdict is shown when they differ.",
         "",
         "Targets: `make <paper>-<target>` runs `python -m experiments <paper> <target>` (paper: fen, feddyn, "
         "losac, l2gd). "

@@ -22,6 +22,10 @@ EXAMPLE = """Claims on our numbers (X-1, X-2; rules of claims.csv):
 - **X-5** not evaluated: Stopped early.
   - undecided: esr S=5 (loss 0.2; stopped at round 100 of 500 (profile cap): would fail)
 - **X-6** partly: A verdict word the vocabulary lacks.
+- **X-7** not evaluated: None of its runs made.
+  - 4 of 4 scope items not evaluated (they lack ok runs): not run: not computed yet
+- **X-8** not evaluated: Some of its runs made.
+  - 1 of 4 scope items not evaluated (they lack ok runs): not run: not computed yet
 """
 
 
@@ -47,7 +51,8 @@ def test_parser_reads_each_verdict_and_its_detail():
     verdicts = ci.parse_claims_file(EXAMPLE, "example_claims.md")
     assert [(v.claim_id, v.written, len(v.detail)) for v in verdicts] == [
         ("X-1", "holds (tie)", 1), ("X-2", "fails", 1), ("X-3", "not evaluated", 2),
-        ("X-4", "not evaluated", 2), ("X-5", "not evaluated", 1), ("X-6", "partly", 0)]
+        ("X-4", "not evaluated", 2), ("X-5", "not evaluated", 1), ("X-6", "partly", 0),
+        ("X-7", "not evaluated", 1), ("X-8", "not evaluated", 1)]
     assert verdicts[1].detail == ("fails: mnist (3 vs 2)",)
 
 
@@ -60,6 +65,8 @@ def test_verdicts_become_holds_fails_undecided_with_reason_or_not_runnable():
         ("not runnable", "not runnable: UCI HAR features missing (1 of 2 scope items not evaluated)"),
         ("undecided", "undecided: censored: runs stop at round 100 of 500 (profile cap)"),
         ("as written", '"partly" (as written)'),
+        ("not run yet", "not run yet: 4 of 4 scope items not evaluated (they lack ok runs): not run: not computed yet"),
+        ("undecided", "undecided: 1 of 4 scope items not evaluated (they lack ok runs): not run: not computed yet"),
     ]
 
 
