@@ -50,10 +50,11 @@ test: install
 	$(PY) -m pytest -q -rs
 
 # Local-training throughput of every path side by side (docs/performance.md); PROFILE=paper
-# adds the projected wall time of FedElasticNet Table 2's MNIST rows.
+# adds the projected wall time of FedElasticNet Table 2's MNIST rows; on a GPU machine
+# ARGS="--device cuda --ratio-to docs/measured/bench.csv" (experiments/bench_gpu.sh without make).
 ## bench: local-training throughput of every executor side by side (docs/performance.md)
 bench: install
-	$(PY) -m experiments.bench --profile $(PROFILE)
+	$(PY) -m experiments.bench --profile $(PROFILE) $(ARGS)
 
 # Which runs of a target are done, running, failed or missing (make status TARGET=table2), as the
 # target's cells() name them, or, without TARGET, every run of the results store.
