@@ -93,8 +93,8 @@ def target_rows(name: str, argv: list[str], device: str, rounds: int) -> list[di
         try:
             measured = time_run(runs[0]["overrides"], device, rounds)
         except ConfigError as exc:  # e.g. the clients' state does not fit this machine: said in the row
-            rows.append({**common, "refused": one_line(exc)})
-            log.warning(f"{common['target']} {dataset}/{model}: not timed: {one_line(exc)}")
+            rows.append({**common, "refused": one_line(str(exc))})
+            log.warning(f"{common['target']} {dataset}/{model}: not timed: {one_line(str(exc))}")
             continue
         per_round = measured["train_s"] + measured["eval_s"] / measured["eval_every"]
         hours = per_round * measured["rounds_a_run"] / 3600

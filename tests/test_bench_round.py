@@ -115,3 +115,24 @@ def test_bench_rows_and_table(data):
     assert ours["eval_samples_per_round"] == 3 * (60 + 200)
     table = rounds_markdown(rows, 1)
     assert "| fedavg" in table and "reference s/round" in table
+
+
+def test_cost_times_each_group_of_a_target_s_runs_and_says_why_one_is_refused(tmp_path, monkeypatch):
+    """experiments/cost.py: one row per (dataset, model, clients, participation) group of the runs a
+    target plans, hours = seconds a round x rounds at the profile x runs; a run the machine refuses
+    is a row with the reason, not a crash (speed is not asserted)."""
+    import pandas as pd
+
+    from experiments import cost
+    from fedrepro.errors import ConfigError
+
+    assert cost.main(["feddyn-table6", "--profile", "smoke", "--rounds", "1", "--out", str(tmp_path)]) == 0
+    frame = pd.read_csv(tmp_path / "cost.csv")
+    assert len(frame) == 1 and frame.runs[0] == 16 and frame.rounds_a_run[0] == 3
+    assert frame.hours_all_runs[0] == pytest.approx(frame.seconds_per_round[0] * 3 * 16 / 3600)
+
+    def refuse(*args):
+        raise ConfigError("needs 9 GiB of client state; 8 GiB is free")
+    monkeypatch.setattr(cost, "time_run", refuse)
+    assert cost.main(["feddyn-table6", "--profile", "smoke", "--out", str(tmp_path)]) == 0
+    assert pd.read_csv(tmp_path / "cost.csv").refused[0] == "needs 9 GiB of client state; 8 GiB is free"
