@@ -77,7 +77,7 @@ from fedrepro.engine.local import ClientJob, SequentialExecutor
 from fedrepro.models.flat import build_model
 from fedrepro.reports.tables import markdown_grid
 
-from experiments.bench_round import synchronize
+from experiments.bench_round import device_name, synchronize
 
 # run as __main__: a fixed name keeps its lines under the fedrepro loggers
 log = logging.getLogger("fedrepro.experiments")
@@ -439,15 +439,13 @@ def main(argv=None) -> int:
                     help="where data, models and training live: cpu, or cuda on a GPU machine (docs/performance.md's "
                          "GPU rows); on cuda the 2-process and ledger rows are left out (one GPU; the ledger is host work)")
     args = ap.parse_args(argv)
+    where = device_name(args.device)  # a bad or absent device fails here, before anything is timed
     device = torch.device(args.device).type
-    if device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(f"--device {args.device}: torch {torch.__version__} sees no CUDA GPU here; use --device cpu")
     seconds = 0.5 if args.profile == "smoke" else args.seconds
     rounds = args.rounds if args.rounds is not None else (1 if args.profile == "smoke" else 5)
     only = set(args.only.split(",")) if args.only else None
     threads = torch.get_num_threads()
     peak = matmul_rate(seconds, args.device)
-    where = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
     log.info(f"{platform.node()} {where}, torch {torch.__version__}, "
              f"{threads} threads, GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r}")
     log.info(f"matmul 2048^2 float32: {peak / 1e9:.1f} GFLOP/s")

@@ -22,10 +22,12 @@ DEVICE=${DEVICE:-cuda}
 SECONDS_EACH=${SECONDS_EACH:-2}
 STEPS=${*:-bench run cost}
 mkdir -p "$OUT"
+SCRATCH=$(mktemp -d)  # installed wheels, the check's run stores, generated CIFAR files
+trap 'rm -rf "$SCRATCH"' EXIT
 PY=${PY:-python3}
 if ! $PY -c "import hydra, omegaconf, zstandard" 2>/dev/null; then  # the carried wheels
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD || exit 1
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SCRATCH/site" .whl/*.whl \
+    && export PYTHONPATH="$SCRATCH/site:$PWD" || exit 1
 fi
 export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1 FEDREPRO_DATA_ROOT=${FEDREPRO_DATA_ROOT:-.devdata}
 {
@@ -41,21 +43,20 @@ fi
 
 if [[ " $STEPS " == *" run "* ]]; then
   for acc in "$DEVICE" cpu; do
-    rm -rf "/tmp/bench_gpu_runs_$acc"
     start=$(date +%s%N)
     timeout 150 $PY -m fedrepro dataset=mnist data_root="$FEDREPRO_DATA_ROOT" algorithm=feddyn profile=quick \
-      train.rounds=3 train.accelerator="$acc" results_root="/tmp/bench_gpu_runs_$acc" 2>&1 | tail -3 | tee -a "$OUT/bench.log"
+      train.rounds=3 train.accelerator="$acc" results_root="$SCRATCH/runs_$acc" 2>&1 | tail -3 | tee -a "$OUT/bench.log"
     echo "run on $acc: $(( ($(date +%s%N) - start) / 1000000 )) ms wall (3 rounds, process start and data load included)" \
       | tee -a "$OUT/bench.log"
-    cp /tmp/bench_gpu_runs_$acc/runs/*/metrics.csv "$OUT/run_$acc.csv" 2>/dev/null
+    cp "$SCRATCH/runs_$acc"/runs/*/metrics.csv "$OUT/run_$acc.csv" 2>/dev/null
   done
 fi
 
 if [[ " $STEPS " == *" cost "* ]]; then
-  $PY -m experiments.l2gd.fake_cifar /tmp/fake_cifar 2>&1 | tail -1 | tee -a "$OUT/bench.log"
+  $PY -m experiments.l2gd.fake_cifar "$SCRATCH/fake_cifar" 2>&1 | tail -1 | tee -a "$OUT/bench.log"
   for profile in quick paper; do
     timeout 240 $PY -m experiments.cost fen-table2 feddyn-table1 feddyn-fig11 l2gd-table2 l2gd-fig7 \
-      --profile $profile --datasets cifar10 --device "$DEVICE" --data-root /tmp/fake_cifar --rounds 2 \
+      --profile $profile --datasets cifar10 --device "$DEVICE" --data-root "$SCRATCH/fake_cifar" --rounds 2 \
       --out "$OUT/cost/$profile" 2>&1 | tee -a "$OUT/bench.log"
   done
 fi

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -78,6 +79,22 @@ from fedrepro.seeding import generator
 log = logging.getLogger("fedrepro.experiments")
 
 ALGORITHMS = ("feddyn", "fedavg")
+
+
+def device_name(device: str) -> str:
+    """What `device` is, for a table (the GPU's name, or the CPU's): `cpu`, `cuda` or `cuda:N`
+    on a machine that has it; anything else is a ConfigError that names the choices."""
+    import platform
+
+    from fedrepro.errors import ConfigError
+
+    if device == "cpu":
+        return platform.processor() or platform.machine()
+    if not re.fullmatch(r"cuda(:\d+)?", device):
+        raise ConfigError(f"--device {device!r}: choose cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise ConfigError(f"--device {device}: torch {torch.__version__} sees no CUDA GPU here; use --device cpu")
+    return torch.cuda.get_device_name(torch.device(device))
 
 
 def synchronize() -> None:

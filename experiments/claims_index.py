@@ -154,7 +154,7 @@ def category_of(verdict: Verdict) -> tuple[str, str]:
         scope = re.search(r"\d+ of \d+ scope items not evaluated", detail)
         return "not runnable", f"not runnable: {missing} missing" + (f" ({scope[0]})" if scope else "")
     if verdict.detail and NOTHING_RUN.search(verdict.detail[0]):
-        return "not run yet", f"not run yet: {shorten(verdict.detail[0] if verdict.detail else '')}"
+        return "not run yet", f"not run yet: {shorten(verdict.detail[0])}"
     return "undecided", f"undecided: {shorten(verdict.detail[0] if verdict.detail else 'no reason given')}"
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import platform
+import sys
 import time
 from pathlib import Path
 
@@ -32,7 +32,7 @@ import torch
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments import registry
-from experiments.bench_round import synchronize
+from experiments.bench_round import device_name, synchronize
 from fedrepro.errors import ConfigError, one_line
 from fedrepro.reports import target as targets
 from fedrepro.reports.cli import table_parser
@@ -48,13 +48,13 @@ def group_of(cfg) -> tuple:
     return cfg.dataset.name, cfg.model.name, int(cfg.train.num_clients), share
 
 
-def time_run(overrides: list[str], device: str, rounds: int) -> dict:
-    """(train seconds a round, evaluation seconds, eval_every, rounds at the profile) of one run."""
-    from fedrepro.config import compose_config, effective, validate
+def time_run(cfg, device: str, rounds: int) -> dict:
+    """(train seconds a round, evaluation seconds, eval_every, rounds at the profile) of one run
+    (`cfg`: its composed config, as `plan` gives it)."""
+    from fedrepro.config import effective, validate
     from fedrepro.data.loaders import dataset_for
     from fedrepro.run import build_federation, client_partition
 
-    cfg = compose_config(overrides)
     validate(cfg)
     data = dataset_for(cfg)
     fed = build_federation(cfg, data, client_partition(cfg, data), device)
@@ -80,18 +80,16 @@ def target_rows(name: str, argv: list[str], device: str, rounds: int) -> list[di
     if hasattr(target, "add_options"):
         target.add_options(ap)
     options, _ = ap.parse_known_args(argv)
-    from fedrepro.config import compose_config
-
     groups: dict[tuple, list[dict]] = {}
     for run in targets.plan(target, options):
-        groups.setdefault(group_of(compose_config(run["overrides"])), []).append(run)
+        groups.setdefault(group_of(run["config"]), []).append(run)
     rows = []
     for (dataset, model, clients, share), runs in groups.items():
         common = {"target": registry.make_name(paper, target), "profile": options.profile, "dataset": dataset,
                   "model": model, "clients": clients, "participation": share, "runs": len(runs),
                   "timed_run": runs[0]["label"]}
         try:
-            measured = time_run(runs[0]["overrides"], device, rounds)
+            measured = time_run(runs[0]["config"], device, rounds)
         except ConfigError as exc:  # e.g. the clients' state does not fit this machine: said in the row
             rows.append({**common, "refused": one_line(str(exc))})
             log.warning(f"{common['target']} {dataset}/{model}: not timed: {one_line(str(exc))}")
@@ -118,8 +116,6 @@ def markdown(frame: pd.DataFrame, where: str) -> str:
 
 
 def main(argv=None) -> int:
-    import sys
-
     argv = list(sys.argv[1:] if argv is None else argv)
     names = []
     while argv and not argv[0].startswith("-"):
@@ -131,9 +127,7 @@ def main(argv=None) -> int:
     own, rest = ap.parse_known_args(argv)
     if not names:
         ap.error("name one or more targets (python -m experiments list)")
-    if torch.device(own.device).type == "cuda" and not torch.cuda.is_available():
-        ap.error(f"--device {own.device}: torch {torch.__version__} sees no CUDA GPU here; use --device cpu")
-    where = torch.cuda.get_device_name() if own.device.startswith("cuda") else platform.processor() or platform.machine()
+    where = device_name(own.device)
     rows = [row for name in names for row in target_rows(name, rest, own.device, own.rounds)]
     frame = pd.DataFrame(rows).assign(device=where, threads=torch.get_num_threads(), date=time.strftime("%Y-%m-%d"))
     out = Path(own.out)

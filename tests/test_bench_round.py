@@ -136,3 +136,16 @@ def test_cost_times_each_group_of_a_target_s_runs_and_says_why_one_is_refused(tm
     monkeypatch.setattr(cost, "time_run", refuse)
     assert cost.main(["feddyn-table6", "--profile", "smoke", "--out", str(tmp_path)]) == 0
     assert pd.read_csv(tmp_path / "cost.csv").refused[0] == "needs 9 GiB of client state; 8 GiB is free"
+
+
+def test_bench_device_names_the_choices_on_bad_input():
+    """--device of `make bench` and experiments.cost: a clear error, before anything is timed."""
+    from experiments.bench_round import device_name
+    from fedrepro.errors import ConfigError
+
+    assert device_name("cpu")
+    with pytest.raises(ConfigError, match="choose cpu, cuda or cuda:N"):
+        device_name("gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="sees no CUDA GPU here"):
+            device_name("cuda")

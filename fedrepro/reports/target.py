@@ -193,7 +193,8 @@ def run(target: Target, options: argparse.Namespace, scale: Optional[Mapping[str
 
 
 def plan(target: Target, options: argparse.Namespace, scale: Optional[Mapping[str, Any]] = None) -> list[dict]:
-    """Every run the target needs, computed by nothing: [{label, key, overrides, results_root}]."""
+    """Every run the target needs, computed by nothing: [{label, key, overrides, results_root,
+    config}] (config: the composed run config the key was computed from)."""
     from fedrepro.config import compose_config, run_key
 
     scale = check_scale(target, scale or {})
@@ -203,5 +204,5 @@ def plan(target: Target, options: argparse.Namespace, scale: Optional[Mapping[st
             overrides = grid.run_overrides(cell, seed, profile=options.profile, results_root=options.results_root)
             cfg = compose_config(overrides)
             out.append({"label": grid.cell_label(cell, seed), "key": run_key(cfg), "overrides": overrides,
-                        "results_root": str(cfg.results_root)})
+                        "results_root": str(cfg.results_root), "config": cfg})
     return out
