@@ -114,11 +114,15 @@ targets: install
 ## l2gd-fig9: L2GD Figure 9: compressed L2GD vs FedOpt, ResNet-18 (CIFAR-10)
 ## l2gd-fig10: L2GD Figure 10: compressed L2GD vs FedOpt, DenseNet-121 (CIFAR-10)
 ## l2gd-fig11: L2GD Figure 11: compressed L2GD vs FedOpt, MobileNet (CIFAR-10)
+## l2gd-noise: noise of L2GD's objective against eta lambda / (n p) on the MNIST MLP (L2G-S7-1)
 ## compare-compression: compressors x algorithms at equal uplink bits on MNIST (beyond the papers)
 ## centralized: the centralized baseline of every dataset, beside the papers'
 ## fen-fig1 ... fen-fig9: FedElasticNet Figures 1-9 (accuracy curves, upload histograms, lambda1 sweeps)
 ## fen-costs: nonzeros and entropy against the round, per algorithm (beyond the paper)
 ## fen-ablations: epsilon on vs off (FEN-S3-1), FedAvg + l1 with and without l2 (REV-R2-6), 5 seeds
+## fen-skew: accuracy from IID to Dirichlet (.1): FedAvg vs the drift-robust methods (FEN-T1-1, REV-R2-3), 5 seeds
+## fen-theorem: Theorem 3.1's lambda1^2 d term simulated on a convex problem (REV-R2-2), 5 seeds
+## fen-overhead: each variant's round time against its base's, interleaved (FEN-S4-3; a timing, not stored)
 ## feddyn-fig1 ... feddyn-fig13: FedDyn Figures 1-13 (convergence curves; 3: class concentration of the splits)
 table2 table3 table4 table5: install
 	$(PY) -m experiments fen $@ $(ARGS)

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from experiments.__main__ import main, parser_for
+from fedrepro.reports.target import run as run_target
 from experiments.fedelasticnet.claims import CHECKS, FEN_T2_UNIT
 from experiments.fedelasticnet.common import SETTINGS, cell
 from fedrepro.errors import ConfigError
@@ -93,11 +94,15 @@ def test_every_target_names_its_runs_on_a_bare_clone(tmp_path):
     # No data here (--data-root an empty folder): cells() still answers (cheaply, training
     # nothing); with --datasets all every run is named, with its overrides and why it cannot run.
     assert [t.name for t in TARGETS] == ["table2", "table3", "table4", "table5",
-                                         *(f"fig{i}" for i in range(1, 10)), "ablations", "costs"]
+                                         *(f"fig{i}" for i in range(1, 10)), "ablations", "skew", "theorem",
+                                         "overhead", "costs"]
     for t in TARGETS:
         options = parser_for("fen", t, t.name).parse_args(["--profile", "smoke", "--datasets", "all",
                                                            "--data-root", str(tmp_path)])
         cells = t.cells(options, {})
+        if t.name == "theorem":  # generated data: runnable anywhere
+            assert cells and all(c.overrides and c.not_run is None for c in cells)
+            continue
         assert all(c.overrides and c.not_run.startswith("data not here") for c in cells), t.name
         assert bool(cells) != bool(getattr(t, "trains_outside_store", "")), t.name
 
@@ -132,6 +137,7 @@ def test_table2_smoke(root, capsys):
     assert re.search(r"rows of cifar10 omitted \(data not here: \S*CIFAR10", out), out
     for i in range(1, 8):
         assert verdict(out, f"FEN-T2-{i}") != "not evaluated"
+    assert verdict(out, "REV-R4-3") != "not evaluated" and "accuracy change" in out  # beside the runs' accuracy
     for name in ("md", "claims.md", "accuracy.png"):
         assert (root / "tables" / f"fedelasticnet_table2{'.' if name == 'md' else '_'}{name}").exists()
     runs = pd.read_csv(root / "tables" / "fedelasticnet_table2_runs.csv")  # one row per run behind a cell
@@ -235,3 +241,128 @@ def test_ablations_judge_epsilon_and_the_l2_term_on_paired_seeds(root, capsys):
 def test_ablations_refuse_a_dataset_they_do_not_know(tmp_path):
     with pytest.raises(ConfigError, match="--datasets mnst: not a FedElasticNet dataset; choose from mnist"):
         main(["fen", "ablations", "--profile", "smoke", "--results-root", str(tmp_path), "--datasets", "mnst"])
+
+
+def test_skew_judges_robustness_on_paired_seeds(root, capsys):
+    """FEN-T1-1 and REV-R2-3 on the skew runs: FedAvg is Algorithm 1 with its terms at 0 (the
+    ablations' run), the Dirichlet levels 1.0 and 0.1 are new splits, Table 2's runs are reused."""
+    run("skew", root, "--seeds", "1")
+    out = capsys.readouterr().out
+    frame = pd.read_csv(root / "tables" / "fedelasticnet_skew.csv")
+    assert len(frame) == 19 and (frame.status == "ok").all()
+    assert set(frame.split_key) == {"iid", "dirichlet1.0", "dirichlet0.6", "dirichlet0.3", "dirichlet0.1"}
+    assert verdict(out, "FEN-T1-1") != "not evaluated" or "straddles" in out
+    assert "drop(fedavg) - drop(scaffold) = " in out and "acc(fen_alg3) - acc(feddyn) = " in out
+    skew = next(t for t in TARGETS if t.name == "skew")
+    options = parser_for("fen", skew, "skew").parse_args(["--profile", "smoke"])
+    fedavg = [c for c in skew.cells(options, {}) if c.keys["algorithm_key"] == "fedavg"]
+    assert all("algorithm=fen_alg1" in c.overrides and "algorithm.lambda1=0.0" in c.overrides for c in fedavg)
+
+
+def _skew_frame(acc: dict, nnz: dict | None = None) -> pd.DataFrame:
+    """A skew frame: {(split, algorithm): accuracies per seed}."""
+    return pd.DataFrame([{"dataset_key": "mnist", "split_key": s, "algorithm_key": a, "status": "ok", "reason": "",
+                          "acc": list(v), "nnz": list((nnz or {}).get((s, a), [1.0] * len(v)))}
+                         for (s, a), v in acc.items()])
+
+
+def test_fen_t1_1_needs_fedavg_to_drop_a_point_more_than_each_robust_method():
+    steady = {(s, a): [98.0, 98.1, 97.9] for s in ("iid", "dirichlet0.3") for a in ("scaffold", "feddyn", "fen_alg3")}
+    falls = {("iid", "fedavg"): [98.0, 98.1, 97.9], ("dirichlet0.3", "fedavg"): [95.0, 95.2, 94.9]}
+    assert CHECKS["FEN-T1-1"](_skew_frame({**steady, **falls}))[0] == "holds"
+    same = {("iid", "fedavg"): [98.0, 98.1, 97.9], ("dirichlet0.3", "fedavg"): [97.9, 98.0, 97.8]}
+    assert CHECKS["FEN-T1-1"](_skew_frame({**steady, **same}))[0] == "fails"
+    noisy = {("iid", "fedavg"): [98.0, 98.0, 98.0], ("dirichlet0.3", "fedavg"): [96.0, 98.0, 97.4]}
+    verdict_, detail = CHECKS["FEN-T1-1"](_skew_frame({**steady, **noisy}))
+    assert verdict_ == "not evaluated" and "noise" in detail
+
+
+def test_rev_r2_3_asks_parity_and_sparsity_at_every_level_and_a_smaller_drop_than_fedprox():
+    levels = ("iid", "dirichlet1.0", "dirichlet0.6", "dirichlet0.3", "dirichlet0.1")
+    acc = {(s, a): [98.0, 98.2, 97.9] for s in levels for a in ("fen_alg3", "feddyn", "fedprox")}
+    acc[("dirichlet0.1", "fedprox")] = [95.0, 95.1, 94.8]
+    nnz = {(s, a): ([1.0, 1.1, 1.0] if a == "fen_alg3" else [19.0, 19.2, 19.1]) for s, a in acc}
+    assert CHECKS["REV-R2-3"](_skew_frame(acc, nnz))[0] == "holds"
+    worse = {**acc, ("dirichlet0.1", "fen_alg3"): [96.0, 96.1, 95.9]}  # 2 points below FedDyn at (.1)
+    verdict_, detail = CHECKS["REV-R2-3"](_skew_frame(worse, nnz))
+    assert verdict_ == "fails" and "mnist dirichlet0.1" in detail
+    missing = {k: v for k, v in acc.items() if k[0] != "dirichlet1.0"}
+    assert CHECKS["REV-R2-3"](_skew_frame(missing, nnz))[0] == "not evaluated"
+
+
+def test_rev_r4_3_confirms_the_reviewer_only_for_small_reductions_without_accuracy_gain():
+    def table(costs: dict, accs: dict) -> pd.DataFrame:
+        return pd.DataFrame([{"dataset_key": "mnist", "split_key": "iid", "algorithm_key": a, "status": "ok",
+                              "ours_mean": c, "acc": accs.get(a, 98.0)} for a, c in costs.items()])
+    marginal = {"fedprox": 10, "fen_alg1": 9.5, "scaffold": 20, "fen_alg2": 19, "feddyn": 10, "fen_alg3": 9.8}
+    assert CHECKS["REV-R4-3"](table(marginal, {}))[0] == "holds"
+    assert CHECKS["REV-R4-3"](table({**marginal, "fen_alg3": 1.0}, {}))[0] == "fails"  # a 90 % reduction
+    assert CHECKS["REV-R4-3"](table(marginal, {"fen_alg2": 98.5}))[0] == "fails"  # a clear accuracy gain
+    verdict_, detail = CHECKS["REV-R4-3"](table(marginal, {"fen_alg2": 98.1}))
+    assert verdict_ == "not evaluated" and "seed spread" in detail
+    # Alg. 3 sends updates: FedDyn sending updates is its base where the table has that row
+    both = {**marginal, "feddyn_update": 1.05, "fen_alg3": 1.0}
+    assert "fen_alg3 vs feddyn_update" in CHECKS["REV-R4-3"](table(both, {}))[1]
+
+
+def test_overhead_times_each_variant_beside_its_base(root, capsys):
+    """FEN-S4-3: both sides built from the Table 2 run's config and timed interleaved; under 20
+    rounds a side the claim stays undecided, whatever the ratio."""
+    run("overhead", root, "--rounds", "2")
+    out = capsys.readouterr().out
+    frame = pd.read_csv(root / "tables" / "fedelasticnet_overhead.csv")
+    assert list(frame.variant) == ["fen_alg1", "fen_alg2", "fen_alg3"] and (frame.status == "ok").all()
+    assert (frame.rounds == 2).all() and (frame.ratio > 0).all()
+    assert verdict(out, "FEN-S4-3") == "not evaluated" and "fewer than 20 rounds" in out
+    with pytest.raises(SystemExit, match="run it without --done-only"):
+        run("overhead", root, "--done-only")
+
+
+def test_median_interval_and_the_overhead_verdicts():
+    from experiments.fedelasticnet.overhead import median_interval
+    mid, lo, hi = median_interval([float(i) for i in range(1, 21)])  # 20 values: ranks 6 and 15
+    assert (mid, lo, hi) == (10.5, 6.0, 15.0)
+    assert median_interval([1.0, 2.0, 3.0]) == (2.0, 2.0, 2.0)  # too few for an interval
+
+    def frame(lo, hi, rounds=20):
+        return pd.DataFrame([{"dataset_key": "mnist", "base": "fedprox", "variant": "fen_alg1", "status": "ok",
+                              "reason": "", "rounds": rounds, "ratio": (lo + hi) / 2, "ratio_lo": lo, "ratio_hi": hi}])
+    assert CHECKS["FEN-S4-3"](frame(1.01, 1.05))[0] == "holds"
+    assert CHECKS["FEN-S4-3"](frame(1.15, 1.30))[0] == "fails"
+    assert CHECKS["FEN-S4-3"](frame(1.05, 1.15))[0] == "not evaluated"
+    assert CHECKS["FEN-S4-3"](frame(1.01, 1.05, rounds=10))[0] == "not evaluated"
+
+
+def test_theorem_simulates_alg3_against_feddyn_on_generated_data(tmp_path, capsys):
+    """REV-R2-2's runs need no data: Algorithm 3 at lambda1 = 0 and epsilon = 0 is FedDyn (the same
+    gap to float rounding), and R(theta*) is below every run's loss."""
+    theorem = next(t for t in TARGETS if t.name == "theorem")
+    options = parser_for("fen", theorem, "theorem").parse_args(["--profile", "smoke", "--seeds", "1",
+                                                               "--results-root", str(tmp_path)])
+    assert run_target(theorem, options, {"features": (30,)}) == 0  # one model size: d = 155
+    out = capsys.readouterr().out
+    frame = pd.read_csv(tmp_path / "tables" / "fedelasticnet_theorem.csv")
+    assert len(frame) == 5 and (frame.status == "ok").all() and set(frame.d) == {155}
+    frame["gap"] = frame.gap.map(lambda g: float(g.strip("[]")))  # one seed: "[x]"
+    for f in (30,):
+        rows = frame[frame.features == f].set_index("algorithm_key")
+        alg3 = rows.loc["fen_alg3"].set_index("lambda1").gap
+        assert alg3[0.0] == pytest.approx(rows.loc["feddyn", "gap"], abs=1e-6)
+    assert (frame.gap > 0).all()
+    assert verdict(out, "REV-R2-2") in ("holds", "fails", "not evaluated")
+
+
+def test_rev_r2_2_reads_the_excess_over_feddyn_seed_by_seed():
+    def frame(excess) -> pd.DataFrame:
+        rows = []
+        for f in (30, 300):
+            rows.append({"features": f, "algorithm_key": "feddyn", "lambda1": math.nan, "status": "ok", "r_star": 1.0,
+                         "gap": [0.01, 0.012, 0.011]})
+            for lam in (0.0, 1e-6, 1e-4, 1e-2):
+                rows.append({"features": f, "algorithm_key": "fen_alg3", "lambda1": lam, "status": "ok", "r_star": 1.0,
+                             "gap": [g + excess(f, lam) for g in (0.01, 0.012, 0.011)]})
+        return pd.DataFrame(rows)
+    grows = lambda f, lam: lam ** 2 * f  # noqa: E731  (the theorem's lambda1^2 d)
+    assert CHECKS["REV-R2-2"](frame(grows))[0] == "holds"
+    assert CHECKS["REV-R2-2"](frame(lambda f, lam: -lam * 10))[0] == "fails"  # falls with lambda1
+    assert CHECKS["REV-R2-2"](frame(lambda f, lam: lam * 100))[0] == "fails"  # 1e-2 at lambda1 = 1e-4: not negligible

@@ -393,3 +393,24 @@ def test_cifar_claims_on_hand_made_rows():
     v = judge(["L2G-F7-1", "L2G-S7-3"], pd.DataFrame(special))
     assert v["L2G-S7-3"][0] == "fails" and "2.000" in v["L2G-S7-3"][1]
     assert v["L2G-F7-1"][0] == "not evaluated" and "train Top-1 not recorded for fedavg" in v["L2G-F7-1"][1]
+
+
+def test_noise_sweeps_the_aggregation_weight_on_the_mlp(tmp_path):
+    """L2G-S7-1's target: five runs that differ only in lambda (a = eta lambda / (n p)); at smoke
+    the last 10 % of 3 rounds is one evaluation, so no std and no verdict."""
+    printed = quiet("l2gd-noise", ["--profile", "smoke", "--results-root", str(tmp_path)], {"dataset": "mnist_5k"})
+    frame = pd.read_csv(tmp_path / "tables" / "l2gd_noise.csv")
+    assert list(frame["agg"]) == [0.1, 0.5, 0.75, 0.95, 1.0] and (frame.status == "ok").all()
+    # lambda = a n p / eta with eta fixed: proportional to a
+    assert frame.lam.to_numpy() == pytest.approx(frame["agg"].to_numpy() * frame.lam.iloc[-1])
+    assert verdicts(printed)["L2G-S7-1"] == "not evaluated"
+
+
+def test_noise_claim_compares_intervals_of_the_tail_std():
+    def frame(noisy: float, calm: float, spread: float = 0.001) -> pd.DataFrame:
+        return pd.DataFrame([{"agg": a, "n_seeds": 3, "std_mean": (s := noisy if 0.5 <= a <= 0.95 else calm),
+                              "std_lo": s - spread, "std_hi": s + spread} for a in (0.1, 0.5, 0.75, 0.95, 1.0)])
+    assert CHECKS["L2G-S7-1"](frame(0.10, 0.02))[0] == "holds"
+    assert CHECKS["L2G-S7-1"](frame(0.02, 0.02))[0] == "fails"
+    assert CHECKS["L2G-S7-1"](frame(0.05, 0.02, spread=0.02))[0] == "not evaluated"  # within noise
+    assert CHECKS["L2G-S7-1"](frame(0.10, 0.02).iloc[:4])[0] == "not evaluated"  # a = 1 missing

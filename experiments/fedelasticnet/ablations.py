@@ -16,6 +16,7 @@ in <results-root>/tables/fedelasticnet_ablations.{md,csv}.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -83,30 +84,40 @@ def _fmt(values: list) -> str:
     return "; ".join(f"{v:.2f}" for v in values) if values else "-"
 
 
+def write_seed_table(ours: pd.DataFrame, args, stem: str, title: str, note: str, headers: list[str],
+                     row_cells: Callable[[int, pd.Series], list[str]], claims: list[str]) -> None:
+    """<results-root>/tables/<stem>.{md,csv}: one row per setting with its seeds' accuracies and
+    nonzeros (row_cells(i, row) gives the leading columns), then the claims judged on `ours`."""
+    out = Path(args.results_root) / "tables"
+    out.mkdir(parents=True, exist_ok=True)
+    table = ours.assign(acc=ours["acc"].map(_fmt), nnz=ours["nnz"].map(_fmt))
+    table.to_csv(out / f"{stem}.csv", index=False)
+    lines = [f"# {title}, profile={args.profile}, seeds 0..{args.seeds - 1}", "", note, "",
+             "| " + " | ".join([*headers, "acc per seed", "nnz per seed", "status"]) + " |",
+             "|" + "---|" * (len(headers) + 3)]
+    for i, r in table.iterrows():
+        lines.append("| " + " | ".join([*row_cells(i, r), r["acc"], r["nnz"],
+                                         f"{r['status']}{': ' + r['reason'] if r['reason'] else ''}"]) + " |")
+    text = "\n".join(lines) + "\n"
+    (out / f"{stem}.md").write_text(text)
+    print(text)
+    report_claims(claims, ours, out / f"{stem}_claims.md", args.profile)
+
+
 def render(results) -> int:
     args = results.options
     cells = ablation_cells(args)
     status, runs = results.measure(cells)
     ours = frame(cells, status, runs)
-    out = Path(args.results_root) / "tables"
-    out.mkdir(parents=True, exist_ok=True)
-    table = ours.assign(acc=ours["acc"].map(_fmt), nnz=ours["nnz"].map(_fmt))
-    table.to_csv(out / "fedelasticnet_ablations.csv", index=False)
-    lines = [f"# FedElasticNet ablations (beyond its tables), profile={args.profile}, seeds 0..{args.seeds - 1}", "",
-             "Dirichlet (.3), 10 %; each dataset's Table 2 setting; acc = tail mean test accuracy (all clients' "
-             "models, last 10 % of rounds, points) and nnz = cumulative uplink nonzeros (x 1e7) of "
-             "each seed, in seed order.", "",
-             "| dataset | study | run | lambda1 / lambda2 / epsilon | acc per seed | nnz per seed | status |",
-             "|---|---|---|---|---|---|---|"]
-    for (_, r), c in zip(table.iterrows(), cells):
-        values = " / ".join(o.split("=", 1)[1] for o in c.overrides if o.startswith("algorithm.")
-                            and o.split("=")[0].rsplit(".", 1)[-1] in ("lambda1", "mu", "lambda2", "alpha", "epsilon"))
-        lines.append(f"| {LABELS.get(r['dataset_key'], r['dataset_key'])} | {r['study']} | "
-                     f"{r['algorithm_key']} {r['arm']} | {values} | {r['acc']} | {r['nnz']} | "
-                     f"{r['status']}{': ' + r['reason'] if r['reason'] else ''} |")
-    text = "\n".join(lines) + "\n"
-    (out / "fedelasticnet_ablations.md").write_text(text)
-    print(text)
-    report_claims(["FEN-S3-1", "REV-R2-6"], ours, out / "fedelasticnet_ablations_claims.md", args.profile)
-    return 0
 
+    def row_cells(i: int, r: pd.Series) -> list[str]:
+        values = " / ".join(o.split("=", 1)[1] for o in cells[i].overrides if o.startswith("algorithm.")
+                            and o.split("=")[0].rsplit(".", 1)[-1] in ("lambda1", "mu", "lambda2", "alpha", "epsilon"))
+        return [LABELS.get(r["dataset_key"], r["dataset_key"]), r["study"], f"{r['algorithm_key']} {r['arm']}", values]
+
+    write_seed_table(ours, args, "fedelasticnet_ablations", "FedElasticNet ablations (beyond its tables)",
+                     "Dirichlet (.3), 10 %; each dataset's Table 2 setting; acc = tail mean test accuracy (all clients' "
+                     "models, last 10 % of rounds, points) and nnz = cumulative uplink nonzeros (x 1e7) of "
+                     "each seed, in seed order.", ["dataset", "study", "run", "lambda1 / lambda2 / epsilon"],
+                     row_cells, ["FEN-S3-1", "REV-R2-6"])
+    return 0

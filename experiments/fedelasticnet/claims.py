@@ -767,6 +767,13 @@ def paired(a: list, b: list) -> tuple[float, float, float, int]:
     return (*mean_interval([x - y for x, y in zip(a[:n], b[:n])]), n)
 
 
+def _inside(d: tuple, bound: float):
+    """A paired difference's interval inside +-bound: True; wholly outside: False; straddling a
+    bound: None (within noise)."""
+    _, lo, hi, _ = d
+    return True if -bound <= lo and hi <= bound else False if hi < -bound or lo > bound else None
+
+
 def _interval_text(d: tuple, unit: str = " points") -> str:
     mean, lo, hi, n = d
     return f"{mean:+.2f} [{lo:+.2f}, {hi:+.2f}]{unit} over {n} seed{'s' if n != 1 else ''}"
@@ -786,6 +793,15 @@ def _missing(rows: dict, needed: list) -> str:
     return ", ".join(gone)
 
 
+def _present(rows: dict, needed: list, why: list, dataset: str, missing=None) -> list | None:
+    """The rows of `needed`, or None with what lacks appended to `why`."""
+    lacking = (missing or _missing)(rows, needed)
+    if lacking:
+        why.append(f"{dataset} {lacking}")
+        return None
+    return [rows[k] for k in needed]
+
+
 @CHECKS.register("FEN-S3-1")
 def fen_s3_1(ours):
     if "study" not in ours:
@@ -793,17 +809,13 @@ def fen_s3_1(ours):
     results, why = [], []
     for dataset, rows in _arms(ours, "epsilon").items():
         for alg in ("fen_alg1", "fen_alg2", "fen_alg3"):
-            needed = [(alg, "table5"), (alg, "epsilon0")]
-            lacking = _missing(rows, needed)
-            if lacking:
-                why.append(f"{dataset} {lacking}")
+            found = _present(rows, [(alg, "table5"), (alg, "epsilon0")], why, dataset)
+            if found is None:
                 continue
-            on, off = rows[needed[0]], rows[needed[1]]
+            on, off = found
             d = paired(on.acc, off.acc)
-            _, lo, hi, n = d
-            # inside +-0.5: holds; clear of it: fails; straddling a bound: within noise (one seed:
-            # the point value, said so below)
-            holds = (-0.5 <= lo and hi <= 0.5) or (None if lo <= 0.5 and hi >= -0.5 else False)
+            n = d[3]
+            holds = _inside(d, 0.5)  # one seed: the point value, said so below
             sparser = paired(off.nnz, on.nnz)
             text = (f"acc(epsilon) - acc(0) = {_interval_text(d)}"
                     + ("; within noise: the interval straddles +-0.5" if holds is None else "")
@@ -822,12 +834,11 @@ def rev_r2_6(ours):
         return "not evaluated", "these results are not the ablations' (make fen-ablations)"
     results, why, notes = [], [], []
     for dataset, rows in _arms(ours, "l2").items():
-        needed = [("fen_alg1", "fedavg"), ("fen_alg1", "fedavg_l1"), ("fen_alg1", "fedavg_l1_l2")]
-        lacking = _missing(rows, needed)
-        if lacking:
-            why.append(f"{dataset} {lacking}")
+        found = _present(rows, [("fen_alg1", "fedavg"), ("fen_alg1", "fedavg_l1"), ("fen_alg1", "fedavg_l1_l2")],
+                         why, dataset)
+        if found is None:
             continue
-        avg, l1, both = (rows[k] for k in needed)
+        avg, l1, both = found
         gain = paired(both.acc, l1.acc)
         _, lo, hi, n = gain
         holds = lo > 0.5 if n > 1 else gain[0] > 0.5
@@ -849,3 +860,226 @@ def rev_r2_6(ours):
                  "(Dirichlet (.3), 10 %), the seeds' 95 % interval above 0.5",
                  expected=len(results) + len(why), reasons="; ".join(why), strict=True,
                  undecided_why="noise (the seeds' interval)", extra="; ".join(notes))
+
+
+# ---------------------------------------------------------------------------------------------
+# Label skew (skew.py): accuracy from IID to Dirichlet (.1), per seed. `ours` has one row per
+# (dataset, split, algorithm): status, reason, acc and nnz (lists, one value per seed).
+
+
+SKEW_SPLITS = ("iid", "dirichlet1.0", "dirichlet0.6", "dirichlet0.3", "dirichlet0.1")  # REV-R2-3's levels
+
+
+def _is_skew(ours: pd.DataFrame) -> bool:
+    return {"split_key", "acc", "nnz"} <= set(ours.columns) and "study" not in ours
+
+
+def _levels(ours: pd.DataFrame) -> dict:
+    """{dataset: {(split_key, algorithm_key): row}} of the skew frame."""
+    out: dict = {}
+    for r in ours.itertuples():
+        out.setdefault(r.dataset_key, {})[(r.split_key, r.algorithm_key)] = r
+    return out
+
+
+def _drop(rows: dict, alg: str, worse: str) -> list[float]:
+    """acc(IID) - acc(worse) of `alg`, seed by seed."""
+    return [a - b for a, b in zip(rows[("iid", alg)].acc, rows[(worse, alg)].acc)]
+
+
+def _at_least(d: tuple, bound: float):
+    """True when the seeds' interval lies at or above `bound`, False when wholly below it, None
+    (within noise) when it straddles it."""
+    _, lo, hi, _ = d
+    return True if lo >= bound else False if hi < bound else None
+
+
+def _skew_missing(rows: dict, needed: list) -> str:
+    return _missing({(a, s): r for (s, a), r in rows.items()}, [(a, s) for s, a in needed])
+
+
+@CHECKS.register("FEN-T1-1")
+def fen_t1_1(ours):
+    """drop(X) = acc(X, IID) - acc(X, Dir .3); drop(fedavg) >= drop(Y) + 1 point for Y in scaffold,
+    feddyn, fen_alg3, paired by seed (the interval decides; straddling 1 is within noise)."""
+    if not _is_skew(ours):
+        return "not evaluated", "these results are not the skew runs' (make fen-skew)"
+    results, why = [], []
+    others = ("scaffold", "feddyn", "fen_alg3")
+    for dataset, rows in _levels(ours).items():
+        for y in others:
+            if _present(rows, [(s, a) for a in ("fedavg", y) for s in ("iid", "dirichlet0.3")], why, dataset,
+                        _skew_missing) is None:
+                continue
+            avg, other = _drop(rows, "fedavg", "dirichlet0.3"), _drop(rows, y, "dirichlet0.3")
+            d = paired(avg, other)
+            results.append((f"{dataset} fedavg vs {y}", _at_least(d, 1.0),
+                            f"drop(fedavg) - drop({y}) = {_interval_text(d)}; drop(fedavg) "
+                            f"{_interval_text(paired(avg, [0.0] * len(avg)))}, drop({y}) "
+                            f"{_interval_text(paired(other, [0.0] * len(other)))}"))
+    return every(results, "FedAvg loses at least 1 point more accuracy from IID to Dirichlet (.3) than "
+                 "SCAFFOLD, FedDyn and Algorithm 3 (the seeds' 95 % interval of the difference of drops)",
+                 expected=len(results) + len(why), reasons="; ".join(why), strict=True,
+                 undecided_why="noise (the seeds' interval straddles 1 point)")
+
+
+@CHECKS.register("REV-R2-3")
+def rev_r2_3(ours):
+    """At every level (IID, Dirichlet 1.0, .6, .3, .1): |acc(alg3) - acc(feddyn)| <= 1 point and
+    nnz(alg3) < nnz(feddyn); and alg3's drop from IID to (.1) <= fedprox's. Paired by seed."""
+    if not _is_skew(ours):
+        return "not evaluated", "these results are not the skew runs' (make fen-skew)"
+    results, why = [], []
+    for dataset, rows in _levels(ours).items():
+        for s in SKEW_SPLITS:
+            found = _present(rows, [(s, "fen_alg3"), (s, "feddyn")], why, dataset, _skew_missing)
+            if found is None:
+                continue
+            a3, fd = found
+            acc = paired(a3.acc, fd.acc)
+            close = _inside(acc, 1.0)
+            nnz = paired(a3.nnz, fd.nnz)
+            sparser = True if nnz[2] < 0 else False if nnz[1] >= 0 else None
+            held = False if False in (close, sparser) else None if None in (close, sparser) else True
+            results.append((f"{dataset} {s}", held, f"acc(fen_alg3) - acc(feddyn) = {_interval_text(acc)}; "
+                            f"nnz(fen_alg3) - nnz(feddyn) = {_interval_text(nnz, ' x 1e7')}"))
+        if _present(rows, [(s, a) for a in ("fen_alg3", "fedprox") for s in ("iid", "dirichlet0.1")], why, dataset,
+                    _skew_missing) is None:
+            continue
+        a3, fp = _drop(rows, "fen_alg3", "dirichlet0.1"), _drop(rows, "fedprox", "dirichlet0.1")
+        d = paired(a3, fp)
+        results.append((f"{dataset} drop IID -> (.1)", True if d[2] <= 0 else False if d[1] > 0 else None,
+                        f"drop(fen_alg3) - drop(fedprox) = {_interval_text(d)}; drop(fen_alg3) "
+                        f"{_interval_text(paired(a3, [0.0] * len(a3)))}, drop(fedprox) "
+                        f"{_interval_text(paired(fp, [0.0] * len(fp)))}"))
+    return every(results, "at every level |acc(fen_alg3) - acc(feddyn)| <= 1 point and nnz(fen_alg3) < "
+                 "nnz(feddyn); drop(fen_alg3) <= drop(fedprox) from IID to Dirichlet (.1) (the seeds' 95 % "
+                 "intervals)", expected=len(results) + len(why), reasons="; ".join(why), strict=True,
+                 undecided_why="noise (a seeds' interval straddles its bound)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reviewer 4: are the improvements marginal? Tables 2-4's cost beside the same runs' accuracy.
+
+MARGINAL = 0.10  # the catalogue's reading: a median cost reduction under 10 % is marginal
+ACC_NOISE = 0.25  # points: the seed-to-seed spread of tail accuracies (fedelasticnet_ablations.md)
+
+
+def _marginal_pair(ours: pd.DataFrame, variant: str, bases: tuple[str, ...]):
+    """(label, confirmed, text) of one (base, variant) pair over the rows where both ran, or None.
+    The base is the first of `bases` the frame has (Alg. 3 against FedDyn sending updates, as it
+    does, where the table has that row)."""
+    ok = ours[(ours["status"] == "ok") & ours["ours_mean"].notna() & ours["acc"].notna()]
+    base = next((b for b in bases if (ok["algorithm_key"] == b).any()), None)
+    if base is None:
+        return None
+    keyed = {a: f.set_index(list(ROW_KEYS)) for a, f in ok.groupby("algorithm_key")}
+    if variant not in keyed:
+        return None
+    v, b = keyed[variant].align(keyed[base], join="inner")
+    if v.empty:
+        return None
+    reduction = (1 - v["ours_mean"] / b["ours_mean"]).median()
+    gain = (v["acc"] - b["acc"]).median()
+    confirmed = False if reduction >= MARGINAL or gain >= ACC_NOISE else True if gain <= 0 else None
+    text = (f"median over {len(v)} rows: cost reduction {100 * reduction:.1f} %, accuracy change {gain:+.2f} points"
+            + (f" (a gain within the {ACC_NOISE} point seed spread)" if confirmed is None else ""))
+    return f"{variant} vs {base}", confirmed, text
+
+
+@CHECKS.register("REV-R4-3")
+def rev_r4_3(ours):
+    """The reviewer's point is confirmed for a pair when the median cost reduction is under 10 %
+    and the median accuracy change <= 0; the claim holds when it is confirmed for every pair."""
+    if "acc" not in ours or "ours_mean" not in ours:
+        return "not evaluated", "needs a table's cost beside its runs' accuracy (make fen-table2 ... fen-table4)"
+    pairs = (("fen_alg1", ("fedprox",)), ("fen_alg2", ("scaffold",)),
+             ("fen_alg3", ("feddyn_update", "feddyn")))
+    results = [r for r in (_marginal_pair(ours, v, b) for v, b in pairs) if r is not None]
+    return every(results, "improvements only marginal: median cost reduction < 10 % and median accuracy change "
+                 "<= 0 for every (base, variant) pair", expected=len(pairs),
+                 reasons="a pair with no row where both ran", strict=True,
+                 undecided_why=f"noise (an accuracy gain under {ACC_NOISE} points)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Sec. 1: no extra training cost (overhead.py). `ours`: one row per (dataset, base, variant) with
+# the median per-round ratio variant / base and its 95 % interval.
+
+OVERHEAD = 1.10  # the catalogue's 10 % for timing noise
+MIN_ROUNDS = 20
+
+
+@CHECKS.register("FEN-S4-3")
+def fen_s4_3(ours):
+    if "ratio" not in ours:
+        return "not evaluated", "needs the interleaved timings (make fen-overhead)"
+    results, why = [], []
+    for r in ours.itertuples():
+        if r.status != "ok":
+            why.append(f"{r.dataset_key} {r.variant}: {r.status}: {r.reason}")
+            continue
+        label = f"{r.dataset_key} {r.variant} / {r.base}"
+        text = f"median ratio {r.ratio:.3f} [{r.ratio_lo:.3f}, {r.ratio_hi:.3f}] over {int(r.rounds)} rounds"
+        if r.rounds < MIN_ROUNDS:
+            results.append((label, None, text + f" (fewer than {MIN_ROUNDS} rounds)"))
+            continue
+        results.append((label, True if r.ratio_hi <= OVERHEAD else False if r.ratio_lo > OVERHEAD else None, text))
+    return every(results, f"a variant's round takes at most {OVERHEAD:g} x its base's (the median per-round ratio's "
+                 "95 % interval)", expected=len(results) + len(why), reasons="; ".join(why), strict=True,
+                 undecided_why=f"noise (the interval straddles {OVERHEAD:g}) or too few rounds")
+
+
+# ---------------------------------------------------------------------------------------------
+# Review 2, item 2: Theorem 3.1's extra term simulated (theorem.py). `ours`: one row per
+# (features, algorithm, lambda1) with R(theta*) and the gap R(gamma) - R(theta*) per seed.
+
+NEGLIGIBLE = 1e-3  # the catalogue's 'negligible': < 1e-3 R(theta*)
+TIE = 1e-4  # x R(theta*): a fall smaller than this between neighbours counts as flat
+
+
+def _not_below(d: tuple, bound: float):
+    """True when the seeds' interval of a difference lies at or above `bound`, False when wholly
+    below it, None when it straddles it."""
+    _, lo, hi, _ = d
+    return True if lo >= bound else False if hi < bound else None
+
+
+@CHECKS.register("REV-R2-2")
+def rev_r2_2(ours):
+    """excess(lambda1, d) = gap(alg3) - gap(feddyn), seed by seed: non-decreasing in lambda1 and in
+    d (a fall under 1e-4 R(theta*) is flat), and under 1e-3 R(theta*) at lambda1 <= 1e-4."""
+    if "gap" not in ours or "features" not in ours:
+        return "not evaluated", "needs the Theorem 3.1 simulation (make fen-theorem)"
+    excess, scale, why = {}, {}, []
+    for f, rows in ours.groupby("features"):
+        ok = rows[(rows["status"] == "ok") & rows["gap"].map(len).astype(bool)]
+        base = ok[ok["algorithm_key"] == "feddyn"]
+        if base.empty:
+            why.append(f"{f} features: no FedDyn run")
+            continue
+        scale[f] = float(base["r_star"].iloc[0])
+        for r in ok[ok["algorithm_key"] == "fen_alg3"].itertuples():
+            excess[(f, r.lambda1)] = [a - b for a, b in zip(r.gap, base["gap"].iloc[0])]
+    results = []
+    for f in sorted(scale):
+        tol, lams = TIE * scale[f], sorted(lam for g, lam in excess if g == f)
+        for a, b in zip(lams, lams[1:]):
+            d = paired(excess[(f, b)], excess[(f, a)])
+            results.append((f"{f} features, lambda1 {a:g} -> {b:g}", _not_below(d, -tol),
+                            f"excess rises by {d[0]:+.3e} [{d[1]:+.3e}, {d[2]:+.3e}]"))
+        for lam in (x for x in lams if x <= 1e-4):
+            d = paired(excess[(f, lam)], [0.0] * len(excess[(f, lam)]))
+            small = None if _not_below(d, NEGLIGIBLE * scale[f]) is None else not _not_below(d, NEGLIGIBLE * scale[f])
+            results.append((f"{f} features, lambda1 {lam:g} negligible", small,
+                            f"excess {d[0]:+.3e} [{d[1]:+.3e}, {d[2]:+.3e}] vs 1e-3 R(theta*) = "
+                            f"{NEGLIGIBLE * scale[f]:.3e}"))
+    small, large = (min(scale), max(scale)) if len(scale) == 2 else (None, None)
+    for lam in sorted({lam for g, lam in excess if g == small} & {lam for g, lam in excess if g == large}):
+        d = paired(excess[(large, lam)], excess[(small, lam)])
+        results.append((f"lambda1 {lam:g}, d from {small} to {large} features", _not_below(d, -TIE * scale[small]),
+                        f"excess rises by {d[0]:+.3e} [{d[1]:+.3e}, {d[2]:+.3e}]"))
+    expected = 2 * (3 + 3) + 4 if not why else len(results) + len(why)
+    return every(results, "gap(alg3) - gap(feddyn) non-decreasing in lambda1 and in d, and < 1e-3 R(theta*) at "
+                 "lambda1 <= 1e-4 (the seeds' 95 % intervals)", expected=expected, reasons="; ".join(why),
+                 strict=True, undecided_why="noise (a seeds' interval straddles its bound)")

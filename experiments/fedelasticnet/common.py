@@ -52,8 +52,9 @@ IMAGE4 = ["mnist", "emnist_l", "cifar10", "cifar100"]
 SIX = ["fedprox", "fen_alg1", "scaffold", "fen_alg2", "feddyn", "fen_alg3"]  # Table 2, Figs. 1, 6-9
 PARTICIPATION = {"p10": "10 %", "p100": "100 %"}
 LABELS = {"mnist": "MNIST", "emnist_l": "EMNIST-L", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
-          "shakespeare": "Shakespeare", "iid": "IID", "dirichlet0.6": "Dirichlet (.6)",
-          "dirichlet0.3": "Dirichlet (.3)", "natural": "non-IID"}
+          "shakespeare": "Shakespeare", "iid": "IID", "dirichlet1.0": "Dirichlet (1.0)",
+          "dirichlet0.6": "Dirichlet (.6)", "dirichlet0.3": "Dirichlet (.3)", "dirichlet0.1": "Dirichlet (.1)",
+          "natural": "non-IID"}
 ACCURACY = "all_test_acc"  # FedDyn's reported model: the mean of every client's latest model
 
 
@@ -127,12 +128,17 @@ def metrics_frame(run) -> pd.DataFrame:
     return pd.read_csv(Path(run.folder) / "metrics.csv")
 
 
-def tail_accuracy(frame: pd.DataFrame, column: str = ACCURACY) -> float:
-    """Mean test accuracy (points) over the evaluations in the last 10 % of the rounds."""
+def tail_mean(frame: pd.DataFrame, column: str) -> float:
+    """Mean of a metric over the evaluations in the last 10 % of the rounds."""
     rows = frame[["round", column]].dropna()
     last = rows["round"].max()
     tail = rows[rows["round"] >= min(last, math.floor(0.9 * last) + 1)]
-    return 100 * float(tail[column].mean())
+    return float(tail[column].mean())
+
+
+def tail_accuracy(frame: pd.DataFrame, column: str = ACCURACY) -> float:
+    """Mean test accuracy (points) over the evaluations in the last 10 % of the rounds."""
+    return 100 * tail_mean(frame, column)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -40,8 +40,9 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from experiments.fedelasticnet.claims import CHECKS, FEN_T2_UNIT
-from experiments.fedelasticnet.common import (KEYS, PARTICIPATION, SETTINGS, group_panels, panels_figure,
-                                              selection, setting_notes, table_grid, titled)
+from experiments.fedelasticnet.common import (KEYS, PARTICIPATION, SETTINGS, group_panels, metrics_frame,
+                                              panels_figure, selection, setting_notes, table_grid, tail_accuracy,
+                                              titled)
 from fedrepro.reports.claims import claims_markdown, evaluate_claims
 from fedrepro.reports.grid import Cell
 from fedrepro.reports.reference import load_reference
@@ -66,6 +67,11 @@ class TableSpec:
     notes: list[str] = field(default_factory=list)
     # (results, cells, ours) -> [(claim ids, the frame they read)] beyond `claims` on `ours`
     extra_claims: Optional[Callable] = None
+    extra_ids: tuple[str, ...] = ()  # the claims extra_claims judges
+
+    @property
+    def judged(self) -> tuple[str, ...]:
+        return (*self.claims, *self.extra_ids)
 
     @property
     def stem(self) -> str:
@@ -172,8 +178,20 @@ def nonzero_claims(results, cells, ours):
     return [(["FEN-T2-8"], frame)]
 
 
+def marginal_claim(results, cells, ours):
+    """REV-R4-3 on the table's cost beside the same runs' tail accuracy (points)."""
+    acc, _ = results.measure(cells, lambda run: tail_accuracy(metrics_frame(run)))
+    frame = ours.merge(acc[KEYS + ["ours_mean"]].rename(columns={"ours_mean": "acc"}), on=KEYS, how="left")
+    return [(["REV-R4-3"], frame)]
+
+
+def entropy_claims(results, cells, ours):
+    """Table 3: FEN-T2-8 and REV-R4-3."""
+    return nonzero_claims(results, cells, ours) + marginal_claim(results, cells, ours)
+
+
 def summary_claim(results, cells, ours):
-    """FEN-T2-8, and FEN-S4-1 on Table 4 and the Table 2 and 3 CSVs beside it."""
+    """FEN-T2-8, REV-R4-3, and FEN-S4-1 on Table 4 and the Table 2 and 3 CSVs beside it."""
     args = results.options
     frames, missing = [ours.assign(table="4")], []
     for number in (2, 3):
@@ -182,7 +200,7 @@ def summary_claim(results, cells, ours):
         missing += [why] if why else []
     if missing:
         log.warning("FEN-S4-1 lacks: " + "; ".join(missing))
-    return nonzero_claims(results, cells, ours) + [(["FEN-S4-1"], pd.concat(frames, ignore_index=True))]
+    return entropy_claims(results, cells, ours) + [(["FEN-S4-1"], pd.concat(frames, ignore_index=True))]
 
 
 # Tables 3 and 4 measure the same and label it alike.
@@ -194,12 +212,12 @@ ENTROPY = dict(
 TABLE2 = TableSpec(
     number=2, participation="p10", metric=nonzeros,
     value_name="cumulative nonzeros uploaded", unit_note="x 1e7 elements, summed over rounds and clients",
-    claims=[f"FEN-T2-{i}" for i in range(1, 8)],
+    claims=[f"FEN-T2-{i}" for i in range(1, 8)], extra_claims=marginal_claim, extra_ids=("REV-R4-3",),
     notes=["ours: uplink nonzeros of every participating client, summed over all rounds (ledger)"])
 TABLE3 = TableSpec(number=3, participation="p10", claims=["FEN-T3-1", "FEN-T3-2", "FEN-T3-3"],
-                   extra_claims=nonzero_claims, **ENTROPY)
+                   extra_claims=entropy_claims, extra_ids=("FEN-T2-8", "REV-R4-3"), **ENTROPY)
 TABLE4 = TableSpec(number=4, participation="p100", claims=["FEN-T4-1", "FEN-T4-2", "FEN-T4-3"],
-                   extra_claims=summary_claim, **ENTROPY)
+                   extra_claims=summary_claim, extra_ids=("FEN-T2-8", "REV-R4-3", "FEN-S4-1"), **ENTROPY)
 
 
 # ---------------------------------------------------------------------------------------------

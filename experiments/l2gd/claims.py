@@ -408,8 +408,26 @@ def l2g_f5_1(ours):
 
 @CHECKS.register("L2G-S7-1")
 def l2g_s7_1(ours):
-    return "not evaluated", ("undetermined: needs a sweep of eta lambda / (n p) in {0.1, 0.5, 0.75, 0.95, 1} on a DNN, "
-                             "which no target runs yet (the figures use one regime per model)")
+    """Mean std (over seeds) of the training loss's last 10 % at each noisy a in {0.5, 0.75, 0.95}
+    >= 2 x that at each calm a in {0.1, 1}: holds when the intervals say so for every pair (low
+    end of the noisy >= 2 x high end of the calm), fails when some pair is the other way round
+    beyond its intervals, else undecided (within noise)."""
+    if "std_mean" not in ours:
+        return "not evaluated", "undetermined: needs the sweep of eta lambda / (n p) (make l2gd-noise)"
+    rows = {float(r["agg"]): r for r in ours.to_dict("records") if r["n_seeds"] and pd.notna(r["std_mean"])}
+    missing = [a for a in (0.1, 0.5, 0.75, 0.95, 1.0) if a not in rows]
+    if missing:
+        return "not evaluated", f"undetermined: no finished run at eta lambda / (n p) = {', '.join(map(str, missing))}"
+    items = []
+    for noisy in (0.5, 0.75, 0.95):
+        for calm in (0.1, 1.0):
+            n, c = rows[noisy], rows[calm]
+            holds = True if n["std_lo"] >= 2 * c["std_hi"] else False if n["std_hi"] < 2 * c["std_lo"] else None
+            items.append((f"a = {noisy:g} vs {calm:g}", holds,
+                          f"std {n['std_mean']:.4g} [{n['std_lo']:.4g}, {n['std_hi']:.4g}] vs 2 x "
+                          f"{c['std_mean']:.4g} [{c['std_lo']:.4g}, {c['std_hi']:.4g}] over {int(n['n_seeds'])} seeds"))
+    return every_item(items, "std of the training loss over the last 10 % of rounds at a in {0.5, 0.75, 0.95} >= 2 x "
+                      "that at a in {0.1, 1} (the seeds' 95 % intervals)", expected=6)
 
 
 @CHECKS.register("L2G-S7-2")

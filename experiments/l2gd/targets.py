@@ -8,7 +8,7 @@ Targets (fedrepro.reports.target).
 """
 from __future__ import annotations
 
-from experiments.l2gd import cifar, compare_compression, logistic, settings
+from experiments.l2gd import cifar, compare_compression, logistic, noise, settings
 from experiments.l2gd.common import selection_ignored
 from fedrepro.reports.target import PaperTarget
 
@@ -60,6 +60,11 @@ TARGETS = [
     on_cifar("9", "L2GD Figure 9: compressed L2GD vs FedOpt, ResNet-18 (CIFAR-10)"),
     on_cifar("10", "L2GD Figure 10: compressed L2GD vs FedOpt, DenseNet-121 (CIFAR-10)"),
     on_cifar("11", "L2GD Figure 11: compressed L2GD vs FedOpt, MobileNet (CIFAR-10)"),
+    # beyond the figures: the noise of L2GD's objective against eta lambda / (n p) (Sec. 7.2.1)
+    PaperTarget("noise", "L2GD: noise of the objective against eta lambda / (n p), MNIST MLP (beyond the figures; "
+                         "Sec. 7.2.1)",
+                cells_of=noise.cells, render_with=noise.render, claims=("L2G-S7-1",), options=selection_ignored,
+                SCALE={"dataset": "the dataset= config of the runs instead of mnist (an MNIST-shaped one)"}),
     PaperTarget("compare-compression",
                 "Compressors x algorithms at equal uplink bits on MNIST (beyond the papers)",
                 cells_of=lambda options, scale: compare_compression.cells(options),
