@@ -398,7 +398,8 @@ def test_cifar_claims_on_hand_made_rows():
 def test_noise_sweeps_the_aggregation_weight_on_the_mlp(tmp_path):
     """L2G-S7-1's target: five runs that differ only in lambda (a = eta lambda / (n p)); at smoke
     the last 10 % of 3 rounds is one evaluation, so no std and no verdict."""
-    printed = quiet("l2gd-noise", ["--profile", "smoke", "--results-root", str(tmp_path)], {"dataset": "mnist_5k"})
+    printed = quiet("l2gd-noise", ["--profile", "smoke", "--seeds", "1", "--results-root", str(tmp_path)],
+                    {"dataset": "mnist_5k"})
     frame = pd.read_csv(tmp_path / "tables" / "l2gd_noise.csv")
     assert list(frame["agg"]) == [0.1, 0.5, 0.75, 0.95, 1.0] and (frame.status == "ok").all()
     # lambda = a n p / eta with eta fixed: proportional to a

@@ -1025,8 +1025,8 @@ def fen_s4_3(ours):
             results.append((label, None, text + f" (fewer than {MIN_ROUNDS} rounds)"))
             continue
         results.append((label, True if r.ratio_hi <= OVERHEAD else False if r.ratio_lo > OVERHEAD else None, text))
-    return every(results, f"a variant's round takes at most {OVERHEAD:g} x its base's (the median per-round ratio's "
-                 "95 % interval)", expected=len(results) + len(why), reasons="; ".join(why), strict=True,
+    return every(results, f"a variant's local training takes at most {OVERHEAD:g} x its base's (the median "
+                 "per-round ratio's 95 % interval)", expected=len(results) + len(why), reasons="; ".join(why), strict=True,
                  undecided_why=f"noise (the interval straddles {OVERHEAD:g}) or too few rounds")
 
 
