@@ -52,6 +52,7 @@ def render(tree: Path, out: Path, targets=TARGETS, venv: Path = Path(".venv")) -
     for target in targets:
         if (out / f"{target}.out").exists():
             continue
+        time.sleep(1.1)  # past the mtime slack below: the previous target's last files are not this one's
         t0 = time.time()
         proc = subprocess.run(
             ["make", "-s", "-C", str(tree), "-o", f"{venv.resolve()}/.installed",  # never reinstall the venv

@@ -1035,7 +1035,7 @@ def fen_s4_3(ours):
 # (features, algorithm, lambda1) with R(theta*) and the gap R(gamma) - R(theta*) per seed.
 
 NEGLIGIBLE = 1e-3  # the catalogue's 'negligible': < 1e-3 R(theta*)
-TIE = 1e-4  # x R(theta*): a fall smaller than this between neighbours counts as flat
+FLAT = 1e-4  # x R(theta*): a fall smaller than this between neighbours counts as flat
 
 
 def _not_below(d: tuple, bound: float):
@@ -1063,7 +1063,7 @@ def rev_r2_2(ours):
             excess[(f, r.lambda1)] = [a - b for a, b in zip(r.gap, base["gap"].iloc[0])]
     results = []
     for f in sorted(scale):
-        tol, lams = TIE * scale[f], sorted(lam for g, lam in excess if g == f)
+        tol, lams = FLAT * scale[f], sorted(lam for g, lam in excess if g == f)
         for a, b in zip(lams, lams[1:]):
             d = paired(excess[(f, b)], excess[(f, a)])
             results.append((f"{f} features, lambda1 {a:g} -> {b:g}", _not_below(d, -tol),
@@ -1077,7 +1077,7 @@ def rev_r2_2(ours):
     small, large = (min(scale), max(scale)) if len(scale) == 2 else (None, None)
     for lam in sorted({lam for g, lam in excess if g == small} & {lam for g, lam in excess if g == large}):
         d = paired(excess[(large, lam)], excess[(small, lam)])
-        results.append((f"lambda1 {lam:g}, d from {small} to {large} features", _not_below(d, -TIE * scale[small]),
+        results.append((f"lambda1 {lam:g}, d from {small} to {large} features", _not_below(d, -FLAT * scale[small]),
                         f"excess rises by {d[0]:+.3e} [{d[1]:+.3e}, {d[2]:+.3e}]"))
     expected = 2 * (3 + 3) + 4 if not why else len(results) + len(why)
     return every(results, "gap(alg3) - gap(feddyn) non-decreasing in lambda1 and in d, and < 1e-3 R(theta*) at "
