@@ -35,7 +35,7 @@ from experiments import registry
 from experiments.bench_round import device_name, synchronize
 from fedrepro.errors import ConfigError, one_line
 from fedrepro.reports import target as targets
-from fedrepro.reports.cli import table_parser
+from fedrepro.reports.cli import count, table_parser
 from fedrepro.reports.tables import markdown_grid
 
 log = logging.getLogger("fedrepro.experiments")
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     while argv and not argv[0].startswith("-"):
         names.append(argv.pop(0))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=not names)
-    ap.add_argument("--rounds", type=int, default=2, help="rounds timed a run (after one warm-up round)")
+    ap.add_argument("--rounds", type=count, default=2, help="rounds timed a run (after one warm-up round)")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU machine")
     ap.add_argument("--out", default=os.path.join(os.environ.get("FEDREPRO_RESULTS", "results"), "cost"))
     own, rest = ap.parse_known_args(argv)

@@ -366,3 +366,16 @@ def test_rev_r2_2_reads_the_excess_over_feddyn_seed_by_seed():
     assert CHECKS["REV-R2-2"](frame(grows))[0] == "holds"
     assert CHECKS["REV-R2-2"](frame(lambda f, lam: -lam * 10))[0] == "fails"  # falls with lambda1
     assert CHECKS["REV-R2-2"](frame(lambda f, lam: lam * 100))[0] == "fails"  # 1e-2 at lambda1 = 1e-4: not negligible
+
+
+def test_counts_refuse_zero_and_words(capsys, monkeypatch):
+    """--seeds, --jobs and fen-overhead's --rounds are counts: 0 or a word is a one-line argparse
+    error naming the option (it was a pandas ValueError deep in the table)."""
+    overhead = next(t for t in TARGETS if t.name == "overhead")
+    for argv in (["--seeds", "0"], ["--jobs", "two"], ["--rounds", "0"]):
+        with pytest.raises(SystemExit):
+            parser_for("fen", overhead, "overhead").parse_args(["--profile", "smoke", *argv])
+        assert f"argument {argv[0]}" in capsys.readouterr().err
+    monkeypatch.setenv("SEEDS", "0")  # the environment's default is checked the same way
+    with pytest.raises(SystemExit):
+        parser_for("fen", overhead, "overhead").parse_args(["--profile", "smoke"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from experiments.fedelasticnet import ablations, figures, overhead, skew, tables, theorem
 from experiments.fedelasticnet.common import PARTICIPATION
+from fedrepro.reports.cli import count
 from fedrepro.reports.target import PaperTarget
 
 
@@ -60,7 +61,7 @@ def _theorem_options(ap) -> None:
 
 
 def _overhead_options(ap) -> None:
-    ap.add_argument("--rounds", type=int, default=20, help="rounds timed a side (the claim needs at least 20)")
+    ap.add_argument("--rounds", type=count, default=20, help="rounds timed a side (the claim needs at least 20)")
 
 
 def _costs_options(ap) -> None:

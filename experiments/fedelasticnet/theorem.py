@@ -54,12 +54,13 @@ def theorem_cells(args, scale: dict) -> list[Cell]:
 
 
 @lru_cache(maxsize=None)
-def optimum(overrides: tuple[str, ...], data_root: str) -> tuple[float, int]:
-    """(R(theta*), d): the pooled training loss's minimum by L-BFGS (float64) on the run's data."""
+def optimum(data_overrides: tuple[str, ...], data_root: str) -> tuple[float, int]:
+    """(R(theta*), d): the pooled training loss's minimum by L-BFGS (float64) on the data these
+    dataset= overrides make (every cell of one model size shares it: solved once)."""
     from fedrepro.config import compose_config
     from fedrepro.data.loaders import dataset_for
 
-    data = dataset_for(compose_config([f"data_root={data_root}", *overrides]))
+    data = dataset_for(compose_config([f"data_root={data_root}", *data_overrides]))
     x, y = data.x_train.double().flatten(1), data.y_train
     w = torch.zeros(x.shape[1] + 1, data.num_classes, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([w], lr=1, max_iter=5000, tolerance_grad=1e-12, tolerance_change=1e-15,
@@ -86,7 +87,8 @@ def theorem_frame(cells: list[Cell], status: pd.DataFrame, runs: dict, data_root
     for i, c in enumerate(cells):
         st = status.iloc[i]
         done = [r for r in runs.get(i, []) if r.summary["status"] == "finished"] if st["status"] == "ok" else []
-        r_star, d = optimum(tuple(c.overrides), data_root) if done else (math.nan, 0)
+        data = tuple(o for o in c.overrides if o.startswith("dataset"))
+        r_star, d = optimum(data, data_root) if done else (math.nan, 0)
         rows.append({**c.keys, "status": st["status"], "reason": st["reason"], "d": d, "r_star": r_star,
                      "gap": [tail_loss(r) - r_star for r in done]})
     return pd.DataFrame(rows)

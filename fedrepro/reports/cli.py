@@ -37,12 +37,23 @@ class _TableParser(argparse.ArgumentParser):
         return ns, rest
 
 
+def count(text: str) -> int:
+    """An argparse type for a count (seeds, jobs, rounds): an integer of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give 1 or more")
+    return value
+
+
 def table_parser(description: str) -> argparse.ArgumentParser:
     ap = _TableParser(description=description)
     ap.add_argument("--profile", default=os.environ.get("PROFILE", "quick"), choices=["smoke", "quick", "paper"])
-    ap.add_argument("--seeds", type=int, default=int(os.environ.get("SEEDS", 1)),
+    ap.add_argument("--seeds", type=count, default=os.environ.get("SEEDS", "1"),
                     help="seeds 0..n-1 per cell; n > 1 shows mean and 95 %% interval")
-    ap.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", 1)),
+    ap.add_argument("--jobs", type=count, default=os.environ.get("JOBS", "1"),
                     help="runs at once (processes), each with cores/jobs threads")
     ap.add_argument("--launcher", choices=LAUNCHER_CHOICES,
                     default=os.environ.get("LAUNCHER") or "local",
