@@ -121,6 +121,7 @@ targets: install
 ## fen-costs: nonzeros and entropy against the round, per algorithm (beyond the paper)
 ## fen-ablations: epsilon on vs off (FEN-S3-1), FedAvg + l1 with and without l2 (REV-R2-6), 5 seeds
 ## fen-skew: accuracy from IID to Dirichlet (.1): FedAvg vs the drift-robust methods (FEN-T1-1, REV-R2-3), 5 seeds
+## fen-compression: FedElasticNet vs FedDyn / SCAFFOLD / FedAvg + Top-k, sign, QSGD + error feedback at matched uplink bits (REV-R2-7, REV-R2-8), 3 seeds
 ## fen-theorem: Theorem 3.1's lambda1^2 d term simulated on a convex problem (REV-R2-2), 3 seeds
 ## fen-overhead: each variant's local training time against its base's, interleaved (FEN-S4-3; a timing, not stored)
 ## feddyn-fig1 ... feddyn-fig13: FedDyn Figures 1-13 (convergence curves; 3: class concentration of the splits)

@@ -48,11 +48,13 @@ penalty, clipping of the global norm, weight decay after clipping). fedrepro's s
 `train.executor=auto`, timed over `RoundLoop.run_round` (sampling, ledger, local training,
 aggregation, evaluation): `run_experiment`'s `seconds_per_round` times the same plus a CSV write
 a round. Differences that remain, stated in the rows:
-- evaluation volume: fedrepro scores three models a round (server, all clients' mean, the
-  selected clients' mean), the reference two, as the authors' code does (FedDyn's code scores
-  the active and all clients' means; we score the server model in place of the active mean, the
-  same cost): fedrepro evaluates 1.5x the samples (`eval_samples_per_round`), so the ratio
-  understates the speed-up on equal work (`eval_models=3` scores the third model too);
+- evaluation volume: fedrepro scores three models a round for FedDyn (server, all clients'
+  mean, the selected clients' mean), the reference two, as the authors' code does (FedDyn's code
+  scores the active and all clients' means; we score the server model in place of the active
+  mean, the same cost): fedrepro evaluates 1.5x the samples (`eval_samples_per_round`), so the
+  ratio understates the speed-up on equal work (`eval_models=3` scores the third model too).
+  For FedAvg the server model is the selected clients' mean (scored once, as the authors'
+  code scores its avg_model once): two models on each side;
 - the authors concatenate the parameter list one tensor at a time (`torch.cat` in a loop); the
   reference concatenates once, a little cheaper;
 - excluded on both sides: loading and splitting the data, building the models; fedrepro's numba
@@ -325,10 +327,9 @@ def fedrepro_federation(algorithm: str, setting: RoundSetting, data, rounds: int
     return cfg, parts, build_federation(cfg, data, parts, device)
 
 
-def fedrepro_eval_samples(row: dict, eval_data) -> int:
-    """Samples a fedrepro evaluation row scored: its models x (test + training-loss set)."""
-    labels = {k[: -len("_test_acc")] for k in row if k.endswith("_test_acc") and not k.startswith("personal")}
-    return len(labels) * (len(eval_data.y_test) + len(eval_data.y_train))
+def fedrepro_eval_samples(loop) -> int:
+    """Samples the loop's last evaluation scored: its distinct models x (test + training-loss set)."""
+    return loop.scored_models * (len(loop.eval_data.y_test) + len(loop.eval_data.y_train))
 
 
 def _compile_fused_step() -> None:
@@ -439,7 +440,7 @@ def measure_pair(algorithm: str, threads: int, data, source: str, setting: Round
                "eval_models": eval_models, "eval_samples_per_round": ref_rows[-1]["eval_samples"],
                "speedup": 1.0, "server_test_acc": ref_rows[-1]["server_test_acc"],
                **ref_timer.shares(ref_s, ("train", "eval"))}
-    fed_eval = fedrepro_eval_samples(fed_rows[-1], fed.loop.eval_data)
+    fed_eval = fedrepro_eval_samples(fed.loop)
     fed_row = {**common, "method": "round_fedrepro",
                "executor": f"fedrepro {executor} (profile=paper, executor=auto)",
                "seconds_per_round": fed_s / rounds, "client_steps_per_s": sum(fed_steps) / fed_s,

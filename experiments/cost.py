@@ -51,13 +51,10 @@ def group_of(cfg) -> tuple:
 def time_run(cfg, device: str, rounds: int) -> dict:
     """(train seconds a round, evaluation seconds, eval_every, rounds at the profile) of one run
     (`cfg`: its composed config, as `plan` gives it)."""
-    from fedrepro.config import effective, validate
-    from fedrepro.data.loaders import dataset_for
-    from fedrepro.run import build_federation, client_partition
+    from fedrepro.config import effective
+    from fedrepro.run import federation_for
 
-    validate(cfg)
-    data = dataset_for(cfg)
-    fed = build_federation(cfg, data, client_partition(cfg, data), device)
+    fed = federation_for(cfg, device)
     eff = effective(cfg)
     fed.loop.run_round(0)  # warm-up: first-call allocations, kernel choices
     synchronize()

@@ -132,7 +132,7 @@ class ParticipationConfig:
 
 
 # The compressors of fedrepro/compression (compressors.KINDS holds the same tuple, tested).
-COMPRESSOR_CHOICES = ("none", "natural", "qsgd", "terngrad", "bernoulli", "topk", "randk", "threshold")
+COMPRESSOR_CHOICES = ("none", "natural", "qsgd", "terngrad", "bernoulli", "topk", "randk", "threshold", "sign")
 FEEDBACK_CHOICES = ("none", "ef", "ef21")
 
 
@@ -141,7 +141,7 @@ class CompressorConfig:
     """What crosses the network (docs/compression.md). `name` is the uplink compressor (what
     `compressor=<preset>` picks), `downlink` the broadcast's; the parameters serve both."""
 
-    name: str = "none"  # uplink: none | natural | qsgd | terngrad | bernoulli | topk | randk | threshold
+    name: str = "none"  # uplink: none | natural | qsgd | terngrad | bernoulli | topk | randk | threshold | sign
     downlink: str = "none"  # broadcasts: same choices
     levels: int = 256  # qsgd: s, the number of levels of |x_i| / ||x||_2
     k: Optional[int] = None  # topk / randk: coordinates kept (null: k_fraction of d)

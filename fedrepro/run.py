@@ -20,7 +20,7 @@ from fedrepro.algorithms import Federation, build_algorithm
 from fedrepro.algorithms.registry import entry
 from fedrepro.attacks.upload import upload_attack
 from fedrepro.compression import build_channel
-from fedrepro.config import check_machine, effective, resolved_executor
+from fedrepro.config import check_machine, effective, resolved_executor, validate
 from fedrepro.data.loaders import dataset_for
 from fedrepro.data.partition import make_partition, partition_summary
 from fedrepro.engine import sharded
@@ -264,6 +264,15 @@ def _available_memory() -> Optional[int]:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def federation_for(cfg: DictConfig, device="cpu", data=None, **kwargs) -> Federated:
+    """The federation `run_experiment` would build for `cfg` (validated), on its dataset or on
+    `data` when given (a relabelled view): for code that drives the rounds itself (figures,
+    timings). `kwargs` go to `build_federation` (a ledger class, ...)."""
+    validate(cfg)
+    data = data if data is not None else dataset_for(cfg)
+    return build_federation(cfg, data, client_partition(cfg, data), device, **kwargs)
 
 
 def build_federation(cfg: DictConfig, data, parts: list, device="cpu", *, ledger_class: type = Ledger,

@@ -192,11 +192,52 @@ def test_equal_evaluated_models_are_scored_once(results, monkeypatch):
                           "train.eval_every=1", f"results_root={results}"])
     r = run_experiment(cfg, quiet=True)
     m = pd.read_csv(r.folder / "metrics.csv").dropna(subset=["selected_test_acc"])
-    # (test, train) x [round 0: server, all; rounds 1-2: server, all = selected]; without it, 16.
-    # FedAvg's server model (previous + mean upload) is not the clients' mean bit for bit: scored apart
+    # (test, train) x [round 0: server, all; rounds 1-2: server = selected, all]; without it, 16.
+    # FedAvg's server model (previous + mean upload) is the selected clients' mean in exact
+    # arithmetic and is scored for both; "all" (the same mean computed as one product) apart
     assert len(m) == 2 and len(calls) == 2 * (2 + 2 * 2)
     for part in ("test_acc", "test_loss", "train_loss"):
-        assert (m[f"all_{part}"] == m[f"selected_{part}"]).all()
+        assert (m[f"server_{part}"] == m[f"selected_{part}"]).all()
+        assert m[f"all_{part}"].to_numpy() == pytest.approx(m[f"server_{part}"].to_numpy(), rel=1e-5)
+
+
+@pytest.mark.parametrize("overrides,shared", [
+    ([], True),
+    (["algorithm=fedprox", "algorithm.lambda1=1e-4", "algorithm.epsilon=1e-4"], False),  # the threshold
+    (["compressor=natural"], False),  # the channel changed the uploads
+    (["algorithm=fedavgm", "algorithm.momentum=0.5"], False),  # a server optimizer
+])
+def test_selected_mean_is_scored_apart_unless_it_is_the_server_model(results, monkeypatch, overrides, shared):
+    """FedAvg's server model stands for the selected clients' mean (the papers' code scores it
+    once); where the server model is another model, the mean is scored apart. Computed apart,
+    FedAvg's mean gives the server model's numbers to float rounding (the same run with the
+    shortcut switched off)."""
+    import fedrepro.algorithms.fedavg as fedavg
+    import fedrepro.engine.loop as loop
+    from fedrepro.algorithms.base import Algorithm
+
+    scored = []  # models scored per evaluate_many call
+    original = loop.evaluate_many
+    monkeypatch.setattr(loop, "evaluate_many", lambda m, ws, *a, **k: scored.append(len(ws)) or original(m, ws, *a, **k))
+    base = [*SMOKE, "participation=p10", "train.num_clients=30", "profile.max_rounds=3", "train.eval_every=1",
+            *overrides]
+
+    def metrics(root):
+        r = run_experiment(compose_config([*base, f"results_root={results}/{root}"]), quiet=True)
+        return pd.read_csv(r.folder / "metrics.csv").dropna(subset=["selected_test_acc"])
+
+    m = metrics("a")
+    # (test, train) x [round 0: server, all; rounds 1-3: server, all and, apart, selected]
+    assert scored == [2, 2] + [2 if shared else 3] * 6
+    if shared:
+        assert all((m[f"server_{p}"] == m[f"selected_{p}"]).all() for p in ("test_acc", "test_loss", "train_loss"))
+        monkeypatch.setattr(fedavg.FedAvg, "server_is_selected_mean", Algorithm.server_is_selected_mean)
+        scored.clear()
+        apart = metrics("b")
+        assert scored == [2, 2] + [3] * 6
+        for part in ("test_loss", "train_loss"):
+            assert apart[f"selected_{part}"].to_numpy() == pytest.approx(m[f"server_{part}"].to_numpy(), rel=1e-5)
+        assert apart["selected_test_acc"].to_numpy() == pytest.approx(m["server_test_acc"].to_numpy(), abs=2e-3)
 
 
 def test_wandb_logger_runs_offline(results, monkeypatch):

@@ -97,7 +97,11 @@ def test_round_loop_scores_distinct_models_once(monkeypatch):
         def personalized(self):
             return None
 
+        def server_is_selected_mean(self):
+            return False
+
     rl = loop.RoundLoop.__new__(loop.RoundLoop)
+    rl.uploads_altered = False
     rl.algorithm, rl.model, rl.num_clients = Alg(), model, 2
     rl.latest = torch.stack([ws[1], ws[1]])
     rl.eval_data = loop.EvalData(x[:100], y[:100], x[100:], y[100:])

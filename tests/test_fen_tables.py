@@ -94,7 +94,7 @@ def test_every_target_names_its_runs_on_a_bare_clone(tmp_path):
     # No data here (--data-root an empty folder): cells() still answers (cheaply, training
     # nothing); with --datasets all every run is named, with its overrides and why it cannot run.
     assert [t.name for t in TARGETS] == ["table2", "table3", "table4", "table5",
-                                         *(f"fig{i}" for i in range(1, 10)), "ablations", "skew", "theorem",
+                                         *(f"fig{i}" for i in range(1, 10)), "ablations", "skew", "compression", "theorem",
                                          "overhead", "costs"]
     for t in TARGETS:
         options = parser_for("fen", t, t.name).parse_args(["--profile", "smoke", "--datasets", "all",

@@ -80,7 +80,8 @@ def frame(cells: list[Cell], status: pd.DataFrame, runs: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _fmt(values: list) -> str:
+def per_seed_text(values: list) -> str:
+    """Values one per seed, "; "-separated to 2 decimals ("-" for none)."""
     return "; ".join(f"{v:.2f}" for v in values) if values else "-"
 
 
@@ -90,7 +91,7 @@ def write_seed_table(ours: pd.DataFrame, args, stem: str, title: str, note: str,
     nonzeros (row_cells(i, row) gives the leading columns), then the claims judged on `ours`."""
     out = Path(args.results_root) / "tables"
     out.mkdir(parents=True, exist_ok=True)
-    table = ours.assign(acc=ours["acc"].map(_fmt), nnz=ours["nnz"].map(_fmt))
+    table = ours.assign(acc=ours["acc"].map(per_seed_text), nnz=ours["nnz"].map(per_seed_text))
     table.to_csv(out / f"{stem}.csv", index=False)
     lines = [f"# {title}, profile={args.profile}, seeds 0..{args.seeds - 1}", "", note, "",
              "| " + " | ".join([*headers, "acc per seed", "nnz per seed", "status"]) + " |",

@@ -774,20 +774,20 @@ def _inside(d: tuple, bound: float):
     return True if -bound <= lo and hi <= bound else False if hi < -bound or lo > bound else None
 
 
-def _at_least(d: tuple, bound: float):
+def at_least(d: tuple, bound: float):
     """A difference's interval (mean, low, high, n) at or above `bound`: True; wholly below it:
     False; straddling it: None (within noise)."""
     _, lo, hi, _ = d
     return True if lo >= bound else False if hi < bound else None
 
 
-def _at_most(d: tuple, bound: float):
+def at_most(d: tuple, bound: float):
     """The interval at or below `bound`: True; wholly above it: False; straddling it: None."""
     _, lo, hi, _ = d
     return True if hi <= bound else False if lo > bound else None
 
 
-def _interval_text(d: tuple, unit: str = " points") -> str:
+def interval_text(d: tuple, unit: str = " points") -> str:
     mean, lo, hi, n = d
     return f"{mean:+.2f} [{lo:+.2f}, {hi:+.2f}]{unit} over {n} seed{'s' if n != 1 else ''}"
 
@@ -830,10 +830,10 @@ def fen_s3_1(ours):
             n = d[3]
             holds = _inside(d, 0.5)  # one seed: the point value, said so below
             sparser = paired(off.nnz, on.nnz)
-            text = (f"acc(epsilon) - acc(0) = {_interval_text(d)}"
+            text = (f"acc(epsilon) - acc(0) = {interval_text(d)}"
                     + ("; within noise: the interval straddles +-0.5" if holds is None else "")
                     + ("; one seed: no interval" if n == 1 else "")
-                    + f"; nonzeros saved by epsilon: {_interval_text(sparser, ' x 1e7')} "
+                    + f"; nonzeros saved by epsilon: {interval_text(sparser, ' x 1e7')} "
                       f"({100 * sparser[0] / max(sum(off.nnz) / len(off.nnz), 1e-12):.0f} %)")
             results.append((f"{dataset} {alg}", holds, text))
     return every(results, "|acc(Table 5's epsilon) - acc(epsilon = 0)| <= 0.5 point, the seeds' 95 % interval "
@@ -857,18 +857,18 @@ def rev_r2_6(ours):
         holds = lo > 0.5 if n > 1 else gain[0] > 0.5
         if n > 1 and not holds and hi >= 0.5:
             holds = None  # the interval reaches over 0.5
-        text = (f"acc(l1 + l2) - acc(l1) = {_interval_text(gain)}"
+        text = (f"acc(l1 + l2) - acc(l1) = {interval_text(gain)}"
                 + ("; within noise: the interval straddles 0.5" if holds is None else "")
                 + ("; one seed: no interval" if n == 1 else ""))
         results.append((dataset, holds, text))
-        notes.append(f"{dataset}: acc - acc(fedavg): l1 {_interval_text(paired(l1.acc, avg.acc))}, l1 + l2 "
-                     f"{_interval_text(paired(both.acc, avg.acc))}; nonzeros saved vs fedavg: l1 "
-                     f"{_interval_text(paired(avg.nnz, l1.nnz), ' x 1e7')}, l1 + l2 "
-                     f"{_interval_text(paired(avg.nnz, both.nnz), ' x 1e7')}")
+        notes.append(f"{dataset}: acc - acc(fedavg): l1 {interval_text(paired(l1.acc, avg.acc))}, l1 + l2 "
+                     f"{interval_text(paired(both.acc, avg.acc))}; nonzeros saved vs fedavg: l1 "
+                     f"{interval_text(paired(avg.nnz, l1.nnz), ' x 1e7')}, l1 + l2 "
+                     f"{interval_text(paired(avg.nnz, both.nnz), ' x 1e7')}")
         prox = rows.get(("fen_alg1", "fedavg_l1_l2_fedprox"))
         if prox is not None and prox.status == "ok":
             notes.append(f"{dataset}, with FedProx's lambda2 instead of Algorithm 1's: acc(l1 + l2) - acc(l1) = "
-                         f"{_interval_text(paired(prox.acc, l1.acc))}")
+                         f"{interval_text(paired(prox.acc, l1.acc))}")
     return every(results, "the l2 term helps under drift: acc(fedavg + l1 + l2) > acc(fedavg + l1) + 0.5 point "
                  "(Dirichlet (.3), 10 %), the seeds' 95 % interval above 0.5",
                  expected=len(results) + len(why), reasons="; ".join(why), strict=True,
@@ -888,9 +888,9 @@ def _drops(rows: dict, a: str, b: str, worse: str, label: str, decide) -> tuple:
     `worse`, paired by seed."""
     da, db = _drop(rows, a, worse), _drop(rows, b, worse)
     d = paired(da, db)
-    return (label, decide(d), f"drop({a}) - drop({b}) = {_interval_text(d)}; drop({a}) "
-                              f"{_interval_text(paired(da, [0.0] * len(da)))}, drop({b}) "
-                              f"{_interval_text(paired(db, [0.0] * len(db)))}")
+    return (label, decide(d), f"drop({a}) - drop({b}) = {interval_text(d)}; drop({a}) "
+                              f"{interval_text(paired(da, [0.0] * len(da)))}, drop({b}) "
+                              f"{interval_text(paired(db, [0.0] * len(db)))}")
 
 
 def _is_skew(ours: pd.DataFrame) -> bool:
@@ -923,7 +923,7 @@ def fen_t1_1(ours):
             if _present(rows, [(a, s) for a in ("fedavg", y) for s in ("iid", "dirichlet0.3")], why, dataset) is None:
                 continue
             results.append(_drops(rows, "fedavg", y, "dirichlet0.3", f"{dataset} fedavg vs {y}",
-                                  lambda d: _at_least(d, 1.0)))
+                                  lambda d: at_least(d, 1.0)))
     return every(results, "FedAvg loses at least 1 point more accuracy from IID to Dirichlet (.3) than "
                  "SCAFFOLD, FedDyn and Algorithm 3 (the seeds' 95 % interval of the difference of drops)",
                  expected=len(results) + len(why), reasons="; ".join(why), strict=True,
@@ -946,15 +946,15 @@ def rev_r2_3(ours):
             acc = paired(a3.acc, fd.acc)
             close = _inside(acc, 1.0)
             nnz = paired(a3.nnz, fd.nnz)
-            sparser = _at_most(nnz, 0.0)
+            sparser = at_most(nnz, 0.0)
             held = False if False in (close, sparser) else None if None in (close, sparser) else True
-            results.append((f"{dataset} {s}", held, f"acc(fen_alg3) - acc(feddyn) = {_interval_text(acc)}; "
-                            f"nnz(fen_alg3) - nnz(feddyn) = {_interval_text(nnz, ' x 1e7')}"))
+            results.append((f"{dataset} {s}", held, f"acc(fen_alg3) - acc(feddyn) = {interval_text(acc)}; "
+                            f"nnz(fen_alg3) - nnz(feddyn) = {interval_text(nnz, ' x 1e7')}"))
         if _present(rows, [(a, s) for a in ("fen_alg3", "fedprox") for s in ("iid", "dirichlet0.1")], why,
                     dataset) is None:
             continue
         results.append(_drops(rows, "fen_alg3", "fedprox", "dirichlet0.1", f"{dataset} drop IID -> (.1)",
-                              lambda d: _at_most(d, 0.0)))
+                              lambda d: at_most(d, 0.0)))
     return every(results, "at every level |acc(fen_alg3) - acc(feddyn)| <= 1 point and nnz(fen_alg3) < "
                  "nnz(feddyn); drop(fen_alg3) <= drop(fedprox) from IID to Dirichlet (.1) (the seeds' 95 % "
                  "intervals)", expected=len(results) + len(why), reasons="; ".join(why), strict=True,
@@ -1027,7 +1027,7 @@ def fen_s4_3(ours):
         if r.rounds < MIN_ROUNDS:
             results.append((label, None, text + f" (fewer than {MIN_ROUNDS} rounds)"))
             continue
-        results.append((label, _at_most((r.ratio, r.ratio_lo, r.ratio_hi, r.rounds), OVERHEAD), text))
+        results.append((label, at_most((r.ratio, r.ratio_lo, r.ratio_hi, r.rounds), OVERHEAD), text))
     return every(results, f"a variant's local training takes at most {OVERHEAD:g} x its base's (the median "
                  "per-round ratio's 95 % interval)", expected=len(results) + len(why), reasons="; ".join(why), strict=True,
                  undecided_why=f"noise (the interval straddles {OVERHEAD:g}) or too few rounds")
@@ -1062,11 +1062,11 @@ def rev_r2_2(ours):
         tol, lams = FLAT * scale[f], sorted(lam for g, lam in excess if g == f)
         for a, b in zip(lams, lams[1:]):
             d = paired(excess[(f, b)], excess[(f, a)])
-            results.append((f"{f} features, lambda1 {a:g} -> {b:g}", _at_least(d, -tol),
+            results.append((f"{f} features, lambda1 {a:g} -> {b:g}", at_least(d, -tol),
                             f"excess rises by {d[0]:+.3e} [{d[1]:+.3e}, {d[2]:+.3e}]"))
         for lam in (x for x in lams if x <= 1e-4):
             d = paired(excess[(f, lam)], [0.0] * len(excess[(f, lam)]))
-            results.append((f"{f} features, lambda1 {lam:g} negligible", _at_most(d, NEGLIGIBLE * scale[f]),
+            results.append((f"{f} features, lambda1 {lam:g} negligible", at_most(d, NEGLIGIBLE * scale[f]),
                             f"excess {d[0]:+.3e} [{d[1]:+.3e}, {d[2]:+.3e}] vs 1e-3 R(theta*) = "
                             f"{NEGLIGIBLE * scale[f]:.3e}"))
     if len(scale) < 2:
@@ -1074,7 +1074,7 @@ def rev_r2_2(ours):
     small, large = (min(scale), max(scale)) if len(scale) == 2 else (None, None)
     for lam in sorted({lam for g, lam in excess if g == small} & {lam for g, lam in excess if g == large}):
         d = paired(excess[(large, lam)], excess[(small, lam)])
-        results.append((f"lambda1 {lam:g}, d from {small} to {large} features", _at_least(d, -FLAT * scale[small]),
+        results.append((f"lambda1 {lam:g}, d from {small} to {large} features", at_least(d, -FLAT * scale[small]),
                         f"excess rises by {d[0]:+.3e} [{d[1]:+.3e}, {d[2]:+.3e}]"))
     return every(results, "gap(alg3) - gap(feddyn) non-decreasing in lambda1 and in d, and < 1e-3 R(theta*) at "
                  "lambda1 <= 1e-4 (the seeds' 95 % intervals)", expected=len(results) + len(why), reasons="; ".join(why),

@@ -51,15 +51,11 @@ def median_interval(values: list[float], level: float = 0.95) -> tuple[float, fl
 
 
 def federation(overrides: list[str], args):
-    from fedrepro.config import compose_config, validate
-    from fedrepro.data.loaders import dataset_for
-    from fedrepro.run import build_federation, client_partition
+    from fedrepro.config import compose_config
+    from fedrepro.run import federation_for
 
-    cfg = compose_config([f"data_root={args.data_root}", *overrides, f"profile={args.profile}", "seed=0",
-                          f"results_root={args.results_root}"])
-    validate(cfg)
-    data = dataset_for(cfg)
-    return build_federation(cfg, data, client_partition(cfg, data), "cpu")
+    return federation_for(compose_config([f"data_root={args.data_root}", *overrides, f"profile={args.profile}",
+                                          "seed=0", f"results_root={args.results_root}"]))
 
 
 def training_clock(fed) -> list[float]:

@@ -9,7 +9,7 @@ No target has scale knobs: --datasets and --splits shrink them all.
 """
 from __future__ import annotations
 
-from experiments.fedelasticnet import ablations, figures, overhead, skew, tables, theorem
+from experiments.fedelasticnet import ablations, compression, figures, overhead, skew, tables, theorem
 from experiments.fedelasticnet.common import PARTICIPATION
 from fedrepro.reports.cli import count
 from fedrepro.reports.target import PaperTarget
@@ -56,6 +56,10 @@ def _ablation_options(ap) -> None:
     ap.set_defaults(seeds=5)  # paired intervals over seeds decide the verdicts (SEEDS aside)
 
 
+def _compression_options(ap) -> None:
+    ap.set_defaults(seeds=3)  # paired intervals over seeds decide the verdicts (SEEDS aside)
+
+
 def _theorem_options(ap) -> None:
     ap.set_defaults(seeds=3)  # seeds change only the sampling and batches of a deterministic problem
 
@@ -99,6 +103,11 @@ TARGETS = [
                         "(beyond the paper; Table 1's robustness row and review 2)",
                 cells_of=lambda options, scale: skew.skew_cells(options), render_with=skew.render,
                 claims=("FEN-T1-1", "REV-R2-3"), options=_ablation_options),
+    # beyond the paper: compressed baselines with error feedback at matched uplink bits (review 2)
+    PaperTarget("compression", "FedElasticNet against FedDyn / SCAFFOLD / FedAvg + compressor + error feedback at "
+                               "matched uplink bits, MNIST, on seeds (beyond the paper; review 2)",
+                cells_of=lambda options, scale: compression.compression_cells(options),
+                render_with=compression.render, claims=compression.CLAIMS, options=_compression_options),
     # beyond the paper: Theorem 3.1's lambda1^2 d term on a convex problem (review 2)
     PaperTarget("theorem", "FedElasticNet Theorem 3.1 simulated: Algorithm 3's excess loss over FedDyn against lambda1 "
                            "and d, synthetic logistic regression, on seeds (beyond the paper; review 2)",

@@ -49,12 +49,18 @@ def base(split: str) -> list[str]:
             f"participation={settings.COMPARE.participation}", "profile.min_eval_every=1", "train.eval_every=1"]
 
 
-def overrides(series: str, split: str, profile: str, k: int | None = None) -> list[str]:
+def fen_run(algorithm: str, split: str, profile: str, *compressor: str) -> list[str]:
+    """A FedElasticNet table's run of `algorithm` (settings.yaml, Table 5's values) on the
+    comparison's dataset and participation, every round evaluated, with `compressor` overrides."""
     ds, part = settings.COMPARE.dataset, settings.COMPARE.participation
+    return [*fen.run_overrides(ds, split, algorithm, part, profile), "profile.min_eval_every=1",
+            "train.eval_every=1", *compressor]
+
+
+def overrides(series: str, split: str, profile: str, k: int | None = None) -> list[str]:
     if series == "fen_alg3":
-        eps = fen.hparams(ds, "fen_alg3")["epsilon"]
-        return [*fen.run_overrides(ds, split, "fen_alg3", part, profile), "profile.min_eval_every=1",
-                "train.eval_every=1", "compressor=threshold", f"compressor.epsilon={eps}"]
+        eps = fen.hparams(settings.COMPARE.dataset, "fen_alg3")["epsilon"]
+        return fen_run("fen_alg3", split, profile, "compressor=threshold", f"compressor.epsilon={eps}")
     comp = {"fedavg": [], "fedavg_natural": ["compressor=natural"],
             "fedavg_topk_ef": ["compressor=topk_ef", f"compressor.k={k}"]}[series]
     return [*base(split), "algorithm=fedavg", *comp]

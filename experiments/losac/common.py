@@ -2,7 +2,7 @@
 round in this process (Figures 6 and 7 need what a stored run does not keep: client 1's
 round-5 upload, the server matrix after every round), and the LoSAC targets' shared options.
 
-`build_loop` builds what `fedrepro.runner.run_experiment` runs (`run.build_federation`: model,
+`build_loop` builds what `fedrepro.runner.run_experiment` runs (`run.federation_for`: model,
 algorithm, executor, ledger, channel, RoundLoop) with the same seeds, so a figure's round t
 is the round t a stored run of the same config would compute; it writes nothing and keeps
 no checkpoints. Table II and Figures 1-5 go through the results store instead.
@@ -11,20 +11,16 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fedrepro.config import validate
 from fedrepro.data.common import DatasetTensors
-from fedrepro.data.loaders import dataset_for
 from fedrepro.metrics.ledger import Ledger
-from fedrepro.run import Federated, build_federation, client_partition
+from fedrepro.run import Federated, federation_for
 
 
 def build_loop(cfg, data: Optional[DatasetTensors] = None, ledger_class: type = Ledger, **ledger_kw) -> Federated:
     """The federation `run_experiment` would build for `cfg` (on the CPU, same seeds), on `data`
     when given (a relabelled view, e.g. Figure 6's binary MNIST), else the config's dataset.
     The ledger is `ledger_class(d, ..., **ledger_kw)` (a subclass may keep messages)."""
-    validate(cfg)
-    data = data if data is not None else dataset_for(cfg)
-    return build_federation(cfg, data, client_partition(cfg, data), "cpu", ledger_class=ledger_class, **ledger_kw)
+    return federation_for(cfg, "cpu", data, ledger_class=ledger_class, **ledger_kw)
 
 
 def shared_options(ap, datasets: str = "", ignored: tuple = ()) -> None:

@@ -291,6 +291,13 @@ class Algorithm:
     def server_model(self) -> torch.Tensor:
         return self.theta
 
+    def server_is_selected_mean(self) -> bool:
+        """True when, its uploads arriving unaltered, the new server model is in exact arithmetic
+        the selected clients' `client_weights` mean of their models (FedAvg: theta + sum_k w_k
+        (w_k - theta)). Evaluation then scores that model once, as the papers' code does; the
+        two computed forms differ only by float rounding."""
+        return False
+
     def broadcast(self) -> dict[str, torch.Tensor]:
         return {"model": self.theta}
 

@@ -55,6 +55,9 @@ class FedAvg(Algorithm):
         delta = uploads["delta"]
         self.theta = self.theta + self.client_weights(selected).to(delta) @ delta
 
+    def server_is_selected_mean(self):
+        return True
+
 
 @register("fedprox", "fen_alg1", config=FedProxConfig)
 class FedProx(FedAvg):
@@ -70,6 +73,9 @@ class FedProx(FedAvg):
 
     def upload(self, k, w, steps, received):
         return {"delta": threshold(w - received["model"], self.epsilon)}
+
+    def server_is_selected_mean(self):
+        return self.epsilon == 0  # the threshold moves the sent update off the client's
 
 
 @register("dsgd", config=DSGDConfig)
@@ -88,3 +94,6 @@ class DSGD(FedAvg):
     def aggregate(self, selected, uploads):
         g = uploads["gradient"]
         self.theta = self.theta - self.lr * (self.client_weights(selected).to(g) @ g)
+
+    def server_is_selected_mean(self):
+        return False  # kept apart: the gradient form rescales by the step size

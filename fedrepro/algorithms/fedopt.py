@@ -77,6 +77,9 @@ class FedOpt(FedAvg):
         self.optimizer, self.server_lr, self.momentum = optimizer, server_lr, momentum
         self.beta1, self.beta2, self.tau = beta1, beta2, tau
 
+    def server_is_selected_mean(self):
+        return False  # the server optimizer steps from theta along the mean update
+
     def setup(self, fed, theta0):
         super().setup(fed, theta0)
         self.m = torch.zeros_like(theta0)

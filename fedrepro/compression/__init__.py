@@ -6,8 +6,9 @@ codec.py        the lossless coder (zstd / lzma) the ledger measures messages wi
 """
 from fedrepro.compression.channel import FEEDBACK, Channel, Feedback, Sent, build_channel
 from fedrepro.compression.compressors import (KINDS, QSGD, Bernoulli, Compressed, Compressor, Identity, Natural,
-                                              RandK, TernGrad, Threshold, TopK, index_bits, make_compressor)
+                                              RandK, Sign, TernGrad, Threshold, TopK, index_bits,
+                                              make_compressor)
 
 __all__ = ["FEEDBACK", "KINDS", "Bernoulli", "Channel", "Compressed", "Compressor", "Feedback", "Identity",
-           "Natural", "QSGD", "RandK", "Sent", "TernGrad", "Threshold", "TopK", "build_channel", "index_bits",
+           "Natural", "QSGD", "RandK", "Sent", "Sign", "TernGrad", "Threshold", "TopK", "build_channel", "index_bits",
            "make_compressor"]

@@ -25,6 +25,7 @@ vector's norm or scale costs one float. ceil(log2 d) = `index_bits(d)`.
 | topk        | the k largest |x_i| kept, unscaled                           | no       | inf (contraction 1 - k/d) | k (32 + ceil(log2 d)) |
 | randk       | k uniform coordinates, scaled d/k                            | yes      | d/k - 1            | 32 k (indices from the shared seed) |
 | threshold   | x_i if |x_i| > epsilon else 0 (FedElasticNet)                | no       | inf                | 1 + min(32 + nnz ceil(log2 d), d) + 32 nnz |
+| sign        | (||x||_1 / d) sign(x_i), sign(0) = + (EF-SignSGD's scaled sign) | no     | inf (contraction 1 - ||x||_1^2 / (d ||x||^2)) | 32 (scale) + d |
 
 gamma(n) = 2 floor(log2 n) + 1 is the Elias-gamma length of n >= 1 (a zero level costs 1 bit,
 a nonzero level l costs gamma(l + 1) plus its sign bit): positions are implicit. Threshold's
@@ -34,7 +35,7 @@ one bit saying which. docs/compression.md derives each omega and names the choic
 `Compressed.symbols()` gives the same message as whole-byte symbols for the lossless coder
 (codec.py): natural: one exponent byte a coordinate + the packed sign bits; qsgd: the norm,
 one level a coordinate (uint8 for s <= 255, else uint16) + the packed signs of nonzero levels;
-terngrad: the scale + one trit byte a coordinate; sparse ones: sorted uint32 indices (or the
+terngrad: the scale + one trit byte a coordinate; sign: the scale + the packed sign bits; sparse ones: sorted uint32 indices (or the
 packed mask) + float32 values; dense floats as float32.
 """
 from __future__ import annotations
@@ -396,9 +397,43 @@ class Threshold(Compressor):
         return Compressed(values, self.bits(d, nnz=nnz), symbols)
 
 
+class Sign(Compressor):
+    """Scaled sign, as in EF-SignSGD (Karimireddy et al. 2019, "Error feedback fixes SignSGD"):
+    C(x) = (||x||_1 / d) sign(x), one scale for the whole message: the mean absolute value.
+    That scale is the one minimising ||a sign(x) - x||^2 over a, so ||C(x) - x||^2 =
+    ||x||^2 - ||x||_1^2 / d (a contraction; biased, so use it with error feedback). One bit a
+    coordinate cannot say 0: a zero coordinate goes as +, i.e. +scale (the same error formula
+    holds, its term being 0 in ||x||_1)."""
+
+    name = "sign"
+    unbiased = False
+    encoding = "32-bit scale ||x||_1 / d + 1 sign bit a coordinate (0 goes as +)"
+
+    def omega(self, d):
+        return math.inf
+
+    def contraction(self, x: torch.Tensor) -> float:
+        """||C(x) - x||^2 / ||x||^2 = 1 - ||x||_1^2 / (d ||x||^2) (1 - 1/d at worst)."""
+        return 1.0 - float(x.abs().sum()) ** 2 / (x.numel() * float(x.square().sum()))
+
+    def bits(self, d, **stats):
+        return FLOAT_BITS + d
+
+    def compress(self, x, generator=None):
+        d = x.numel()
+        scale = x.abs().sum() / d if d else torch.zeros((), dtype=x.dtype, device=x.device)
+        negative = x < 0
+        values = torch.where(negative, -scale, scale).expand_as(x).clone()
+
+        def symbols():
+            return np.float32(float(scale)).astype("<f4").tobytes() + _packed_signs(negative)
+
+        return Compressed(values, self.bits(d), symbols)
+
+
 # config name -> kind; the choices of compressor.name / compressor.downlink (config.py keeps the
 # same tuple as COMPRESSOR_CHOICES; a test checks they agree)
-KINDS = ("none", "natural", "qsgd", "terngrad", "bernoulli", "topk", "randk", "threshold")
+KINDS = ("none", "natural", "qsgd", "terngrad", "bernoulli", "topk", "randk", "threshold", "sign")
 
 
 def make_compressor(kind: str, cfg) -> Compressor:
@@ -418,4 +453,6 @@ def make_compressor(kind: str, cfg) -> Compressor:
         return cls(k=cfg.k) if cfg.k is not None else cls(fraction=cfg.k_fraction)
     if kind == "threshold":
         return Threshold(cfg.epsilon)
+    if kind == "sign":
+        return Sign()
     raise ValueError(f"compressor {kind!r} is unknown; choose one of: {', '.join(KINDS)}")

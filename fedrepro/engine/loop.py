@@ -4,7 +4,9 @@ One round: sample clients, broadcast (downlink through the ledger), local traini
 executor, uploads (uplink through the ledger), server aggregation, and every
 `eval_every` rounds an evaluation of three models: the server model, the mean of every
 client's latest model (never-sampled clients still hold the initial model, as FedDyn
-reports) and the mean of this round's selected clients' models.
+reports) and the mean of this round's selected clients' models. Where the algorithm's server
+model is that mean in exact arithmetic (FedAvg, `Algorithm.server_is_selected_mean`) and the
+uploads arrived unaltered, the server model is scored once for both, as the papers' code does.
 
 An algorithm with a first phase (`pre_upload`, MimeSVRG) gets it between the broadcast and
 local training: each selected client's message goes up (ledger: uplink), the server's reply
@@ -89,6 +91,7 @@ class RoundLoop:
         self.num_clients = len(client_sizes)
         # Every client's latest local model; the initial model until a client is sampled.
         self.latest = theta0.expand(self.num_clients, -1).clone()
+        self.uploads_altered = False
 
     # -- state for checkpoints ------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -125,6 +128,7 @@ class RoundLoop:
             s = self.channel.upload(t, k, name, x)
             self._record("up", k, name, s)
             if s.used is not x:
+                self.uploads_altered = True
                 self.algorithm.sent(k, name, x, s.used)
             into.setdefault(name, []).append(s.used)
 
@@ -139,6 +143,7 @@ class RoundLoop:
         received = self.send_down(t, selected, alg.broadcast())
         received = self.first_phase(t, selected, received)
         equal_steps = self.eff.steps_for(math.ceil(float(self.client_sizes.mean())), s.batch_size)
+        self.uploads_altered = False  # set by send_up when the channel changed a message
         jobs = []
         for k in selected.tolist():
             own_steps = self.eff.steps_for(int(self.client_sizes[k]), s.batch_size)
@@ -184,7 +189,9 @@ class RoundLoop:
             "server": alg.server_model(),
             "all": alg.client_weights(everyone).to(self.latest) @ self.latest,
         }
-        if selected is not None:
+        if selected is not None and alg.server_is_selected_mean() and not self.uploads_altered:
+            candidates["selected"] = candidates["server"]  # the same model up to float rounding
+        elif selected is not None:
             candidates["selected"] = alg.client_weights(selected).to(models) @ models
         # models equal element for element are scored once (at 100 % participation "all" is "selected");
         # the distinct ones together (evaluate_many: the numbers of scoring each alone, bit for bit)
@@ -194,6 +201,7 @@ class RoundLoop:
             which[label] = next((j for j, v in enumerate(distinct) if torch.equal(v, w)), len(distinct))
             if which[label] == len(distinct):
                 distinct.append(w)
+        self.scored_models = len(distinct)
         with autocast(self.precision, d.x_test.device):
             test = evaluate_many(self.model, distinct, d.x_test, d.y_test)
             train = evaluate_many(self.model, distinct, d.x_train, d.y_train)
