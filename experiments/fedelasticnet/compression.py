@@ -39,11 +39,10 @@ import torch
 
 from experiments.fedelasticnet.ablations import per_seed_text
 from experiments.fedelasticnet.claims import CHECKS, at_least, interval_text, paired
-from experiments.fedelasticnet.common import dataset_reason, hparams, tail_mean
+from experiments.fedelasticnet.common import dataset_reason, tail_mean
 from experiments.fedelasticnet.figures import report_claims
 from experiments.l2gd import compare_compression as cc
 from experiments.l2gd import settings
-from experiments.l2gd.common import metrics
 from fedrepro.compression import QSGD
 from fedrepro.reports.claims import every
 from fedrepro.reports.grid import Cell
@@ -74,10 +73,10 @@ CIFAR = "CIFAR-10: not run here (compute); the claim's CIFAR-10 half is not judg
 def overrides(series: str, profile: str, rate: int | None = None) -> list[str]:
     """A series' run; a rated series without its rate (not known yet) lacks only that override."""
     fedavg = [*cc.base(SPLIT), "algorithm=fedavg"]
-    fixed = {"fen_alg3": lambda: cc.overrides("fen_alg3", SPLIT, profile),
-             "fen_alg2": lambda: cc.fen_run("fen_alg2", SPLIT, profile, "compressor=threshold", "compressor.epsilon=0.0"),
-             "fen_alg1": lambda: cc.fen_run("fen_alg1", SPLIT, profile, "compressor=threshold",
-                                            f"compressor.epsilon={hparams(DATASET, 'fen_alg1')['epsilon']}"),
+    fixed = {"fen_alg3": lambda: cc.priced_fen_run("fen_alg3", SPLIT, profile),
+             # epsilon 0: Alg. 2's dense control-variate message passes untouched, its update priced sparse
+             "fen_alg2": lambda: cc.priced_fen_run("fen_alg2", SPLIT, profile, epsilon=0.0),
+             "fen_alg1": lambda: cc.priced_fen_run("fen_alg1", SPLIT, profile),
              "fedavg_sign_ef": lambda: [*fedavg, "compressor=sign_ef"],
              "feddyn_topk_ef": lambda: cc.fen_run("feddyn_update", SPLIT, profile, "compressor=topk_ef"),
              "scaffold_topk_ef": lambda: cc.fen_run("scaffold", SPLIT, profile, "compressor=topk_ef"),
@@ -144,10 +143,6 @@ def acc_within(curve: pd.DataFrame, budget: float) -> float:
     return tail_mean(under, "acc") if len(under) else math.nan
 
 
-def _total(run) -> float:
-    return float(metrics(run)["cum_up_wire_bits"].max())
-
-
 def budget(fen_total: float, base_total: float) -> float:
     """The bits both sides of a pair are judged within: both whole runs (the larger total) where
     the totals agree within MATCH, else the smaller total."""
@@ -155,23 +150,29 @@ def budget(fen_total: float, base_total: float) -> float:
     return max(fen_total, base_total) if matched else min(fen_total, base_total)
 
 
-def pairs_frame(series_runs: dict, reasons: dict) -> pd.DataFrame:
+def _total(curve: pd.DataFrame) -> float:
+    """A run's total uplink wire bits (its curve is evaluated every round, the last one included)."""
+    return float(curve["up_bits"].max())
+
+
+def pairs_frame(series_curves: dict, reasons: dict) -> pd.DataFrame:
     """One row per judged pair: per seed (in seed order) each side's total uplink bits, the
-    budget B (`budget`) and each side's accuracy within B."""
+    budget B (`budget`) and each side's accuracy within B. `series_curves`: {series: [its runs'
+    `compare_compression.read` curves, in seed order]}."""
     rows = []
     for claim, fen, base in PAIRS:
         row = {"claim": claim, "fen": fen, "base": base, "status": "ok", "reason": ""}
-        lacking = [s for s in (fen, base) if not series_runs.get(s)]
+        lacking = [s for s in (fen, base) if not series_curves.get(s)]
         if lacking:
             rows.append({**row, "status": "not run", "reason": "; ".join(f"{s}: {reasons[s]}" for s in lacking)})
             continue
-        a, b = series_runs[fen], series_runs[base]
+        a, b = series_curves[fen], series_curves[base]
         n = min(len(a), len(b))
-        fb, bb = [_total(r) for r in a[:n]], [_total(r) for r in b[:n]]
+        fb, bb = [_total(c) for c in a[:n]], [_total(c) for c in b[:n]]
         budgets = [budget(x, y) for x, y in zip(fb, bb)]
         rows.append({**row, "fen_bits": fb, "base_bits": bb, "budget": budgets,
-                     "fen_acc": [acc_within(cc.read(r), B) for r, B in zip(a, budgets)],
-                     "base_acc": [acc_within(cc.read(r), B) for r, B in zip(b, budgets)]})
+                     "fen_acc": [acc_within(c, B) for c, B in zip(a, budgets)],
+                     "base_acc": [acc_within(c, B) for c, B in zip(b, budgets)]})
     return pd.DataFrame(rows)
 
 
@@ -238,17 +239,17 @@ def render(results) -> int:
     args = results.options
     cells = results.cells
     status, runs = results.measure(cells)
-    series_runs, reasons, rows = {}, {}, []
+    series_runs, series_curves, reasons, rows = {}, {}, {}, []
     for i, c in enumerate(cells):
         st, s = status.iloc[i], c.keys["series_key"]
         done = [r for r in runs.get(i, []) if r.summary["status"] == "finished"] if st["status"] == "ok" else []
         series_runs[s], reasons[s] = done, st["reason"] or c.not_run or st["status"]
-        bits = [_total(r) for r in done]
+        series_curves[s] = curves = [cc.read(r) for r in done]  # each run's metrics read once
         rows.append({**c.keys, "label": LABELS[s], "status": st["status"], "reason": reasons[s] if not done else "",
-                     "bits_per_message": (sum(cc.alg3_bits([r])[0] for r in done) / len(done)) if done else math.nan,
-                     "up_bits_1e8": [b / 1e8 for b in bits],
-                     "acc": [acc_within(cc.read(r), math.inf) for r in done]})
-    table, pairs = pd.DataFrame(rows), pairs_frame(series_runs, reasons)
+                     "bits_per_message": cc.alg3_bits(done)[0] if done else math.nan,
+                     "up_bits_1e8": [_total(c) / 1e8 for c in curves],
+                     "acc": [acc_within(c, math.inf) for c in curves]})
+    table, pairs = pd.DataFrame(rows), pairs_frame(series_curves, reasons)
     out = Path(args.results_root) / "tables"
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{STEM}.csv", index=False)

@@ -52,16 +52,10 @@ def sweep_figure(number: str) -> PaperTarget:
                        claims=(f"FEN-F{number}-1", f"FEN-F{number}-2"), options=_dataset_option)
 
 
-def _ablation_options(ap) -> None:
-    ap.set_defaults(seeds=5)  # paired intervals over seeds decide the verdicts (SEEDS aside)
-
-
-def _compression_options(ap) -> None:
-    ap.set_defaults(seeds=3)  # paired intervals over seeds decide the verdicts (SEEDS aside)
-
-
-def _theorem_options(ap) -> None:
-    ap.set_defaults(seeds=3)  # seeds change only the sampling and batches of a deterministic problem
+def _on_seeds(n: int):
+    """The options of a target judged on seeds: --seeds defaults to n, whatever SEEDS says
+    (paired intervals over the seeds decide its verdicts)."""
+    return lambda ap: ap.set_defaults(seeds=n)
 
 
 def _overhead_options(ap) -> None:
@@ -97,22 +91,22 @@ TARGETS = [
     PaperTarget("ablations", "FedElasticNet ablations: epsilon on and off, FedAvg + l1 with and without l2, "
                              "on seeds (beyond the paper; Sec. 3 and review 2)",
                 cells_of=lambda options, scale: ablations.ablation_cells(options), render_with=ablations.render,
-                claims=("FEN-S3-1", "REV-R2-6"), options=_ablation_options),
+                claims=("FEN-S3-1", "REV-R2-6"), options=_on_seeds(5)),
     # beyond the paper: accuracy from IID to strong skew (Table 1's robustness row, review 2)
     PaperTarget("skew", "FedElasticNet under label skew: IID and Dirichlet 1.0 / .6 / .3 / .1, on seeds "
                         "(beyond the paper; Table 1's robustness row and review 2)",
                 cells_of=lambda options, scale: skew.skew_cells(options), render_with=skew.render,
-                claims=("FEN-T1-1", "REV-R2-3"), options=_ablation_options),
+                claims=("FEN-T1-1", "REV-R2-3"), options=_on_seeds(5)),
     # beyond the paper: compressed baselines with error feedback at matched uplink bits (review 2)
     PaperTarget("compression", "FedElasticNet against FedDyn / SCAFFOLD / FedAvg + compressor + error feedback at "
                                "matched uplink bits, MNIST, on seeds (beyond the paper; review 2)",
                 cells_of=lambda options, scale: compression.compression_cells(options),
-                render_with=compression.render, claims=compression.CLAIMS, options=_compression_options),
+                render_with=compression.render, claims=compression.CLAIMS, options=_on_seeds(3)),
     # beyond the paper: Theorem 3.1's lambda1^2 d term on a convex problem (review 2)
     PaperTarget("theorem", "FedElasticNet Theorem 3.1 simulated: Algorithm 3's excess loss over FedDyn against lambda1 "
                            "and d, synthetic logistic regression, on seeds (beyond the paper; review 2)",
                 cells_of=theorem.theorem_cells, render_with=theorem.render, claims=("REV-R2-2",),
-                options=_theorem_options, SCALE={"features": "the model sizes run, as numbers of features "
+                options=_on_seeds(3), SCALE={"features": "the model sizes run, as numbers of features "
                                                               "(default 30 and 300: d = 155 and 1 505)"}),
     # beyond the paper: each variant's round time against its base's, interleaved (Sec. 1)
     PaperTarget("overhead", "FedElasticNet's training cost: each variant's local training time against its base's, "

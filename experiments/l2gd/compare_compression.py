@@ -57,10 +57,18 @@ def fen_run(algorithm: str, split: str, profile: str, *compressor: str) -> list[
             "train.eval_every=1", *compressor]
 
 
+def priced_fen_run(algorithm: str, split: str, profile: str, epsilon: float | None = None) -> list[str]:
+    """`fen_run` with its uploads through compressor=threshold at `epsilon` (default: the
+    algorithm's own Table 5 epsilon, which it already applied): a sparse upload is priced on the
+    wire (positions + values) and no value changes."""
+    if epsilon is None:
+        epsilon = fen.hparams(settings.COMPARE.dataset, algorithm)["epsilon"]
+    return fen_run(algorithm, split, profile, "compressor=threshold", f"compressor.epsilon={epsilon}")
+
+
 def overrides(series: str, split: str, profile: str, k: int | None = None) -> list[str]:
     if series == "fen_alg3":
-        eps = fen.hparams(settings.COMPARE.dataset, "fen_alg3")["epsilon"]
-        return fen_run("fen_alg3", split, profile, "compressor=threshold", f"compressor.epsilon={eps}")
+        return priced_fen_run("fen_alg3", split, profile)
     comp = {"fedavg": [], "fedavg_natural": ["compressor=natural"],
             "fedavg_topk_ef": ["compressor=topk_ef", f"compressor.k={k}"]}[series]
     return [*base(split), "algorithm=fedavg", *comp]

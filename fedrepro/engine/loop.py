@@ -143,7 +143,6 @@ class RoundLoop:
         received = self.send_down(t, selected, alg.broadcast())
         received = self.first_phase(t, selected, received)
         equal_steps = self.eff.steps_for(math.ceil(float(self.client_sizes.mean())), s.batch_size)
-        self.uploads_altered = False  # set by send_up when the channel changed a message
         jobs = []
         for k in selected.tolist():
             own_steps = self.eff.steps_for(int(self.client_sizes[k]), s.batch_size)
@@ -156,6 +155,7 @@ class RoundLoop:
                 f"local training diverged in round {t + 1} (non-finite loss or model): "
                 f"lower train.lr (now {s.lr}) or keep train.clip_norm set", round=t + 1)
         messages: dict[str, list[torch.Tensor]] = {}
+        self.uploads_altered = False  # send_up sets it when the channel changes an upload
         for i, job in enumerate(jobs):
             self.send_up(t, job.client, alg.upload(job.client, models[i], job.steps, received), messages)
         alg.aggregate(selected, {name: torch.stack(v) for name, v in messages.items()})
