@@ -9,8 +9,11 @@ Measured in one process, one after the other, each for about `--seconds`:
   and one torch DataLoader (shuffle, batch B) per client, clients one after another; the CIFAR
   CNN as FedDyn's code writes it (ReLU before each pool; ours pools first, the same numbers);
 - sequential: our reference executor (engine/local.py; the CNN in the plain NCHW layout);
-- fast: `executor=auto`'s pick (the batched executor for MLPs and logistic regression, the
-  sequential one in channels-last for the CNN, the sequential one for the LSTM);
+- fast: what a run gets (`executor=auto`'s pick: the batched executor for MLPs and logistic
+  regression, the sequential one for the CNN, in channels-last, and for the LSTM; on the CPU the
+  sequential one trains as many clients at once as torch has threads, `train.client_threads`);
+- one_client_at_a_time (the CNN at 2+ threads): the fast path with `train.client_threads=1`,
+  each client on all of torch's threads (the LSTM's is its sequential row);
 - sharded2: the fast executor sharded over 2 processes (each with half the threads);
 - products_only (batched workloads): the batched step's matrix products alone at their shapes,
   the ceiling of any executor built on them;
@@ -185,18 +188,19 @@ def interleaved_rates(runners: dict, seconds: float, repeats: int = 5) -> dict[s
     return {name: statistics.median(v) for name, v in turns.items()}
 
 
-def executor_and_jobs(w: Workload, kind: str, channels_last: bool = True):
+def executor_and_jobs(w: Workload, kind: str, channels_last: bool = True, client_threads: int = 1):
     """Our `kind` executor on the workload, and one round's jobs (FedAvg's plain local objective)."""
     model, w0, idx = w.build()
     model.channels_last = model.channels_last and channels_last
     cls = BatchedExecutor if kind == "batched" else SequentialExecutor
-    ex = cls(model, w.x, w.y, idx, batch_size=w.batch, weight_decay=1e-4, clip_norm=10.0, seed=0)
+    ex = cls(model, w.x, w.y, idx, batch_size=w.batch, weight_decay=1e-4, clip_norm=10.0, seed=0,
+             client_threads=client_threads)
     return ex, [ClientJob(k, LocalObjective(anchor=w0), w.steps) for k in range(w.selected)]
 
 
-def executor_runner(w: Workload, kind: str, channels_last: bool = True):
+def executor_runner(w: Workload, kind: str, channels_last: bool = True, client_threads: int = 1):
     """(run_round, client-steps a round) of our `kind` executor on the workload."""
-    ex, jobs = executor_and_jobs(w, kind, channels_last)
+    ex, jobs = executor_and_jobs(w, kind, channels_last, client_threads)
     return (lambda r: ex.run(jobs, 0.01, r)), w.selected * w.steps
 
 
@@ -458,12 +462,17 @@ def main(argv=None) -> int:
         batched = w.model["name"] in BATCHED_MODELS
         conv = w.build()[0].channels_last  # a model with convolutions
         fast = "batched" if batched else "sequential"
-        # the CNN's sequential reference runs in the plain NCHW layout, its fast path channels-last;
-        # all in turns (interleaved_rates), the 2-process row on its own
+        # what a run gets (executor=auto, train.client_threads unset): on the CPU the sequential
+        # executor trains as many clients at once as torch has threads
+        client_threads = threads if device == "cpu" and not batched else 1
+        # the sequential reference runs one client at a time, the CNN in the plain NCHW layout; the
+        # fast path is a run's; all in turns (interleaved_rates), the 2-process row on its own
         runners = {"dataloader": dataloader_runner(w),
                    "sequential": executor_runner(w, "sequential", channels_last=not conv)}
-        if batched or conv:
-            runners["fast"] = executor_runner(w, fast)
+        if batched or conv or client_threads > 1:
+            runners["fast"] = executor_runner(w, fast, client_threads=client_threads)
+        if client_threads > 1 and conv:  # what the clients at once add (the LSTM's: its sequential row)
+            runners["one_client_at_a_time"] = executor_runner(w, fast)
         if batched:
             runners["products_only"] = products_runner(w)
         if w.model["name"] == "lstm" and device == "cpu":  # why the LSTM stays on the oneDNN LSTM
@@ -475,8 +484,11 @@ def main(argv=None) -> int:
         if args.profile != "smoke" and device == "cpu":
             rates["sharded2"] = sharded_rate(w, fast, seconds)
         rates.update({k: v for k, v in measured.items() if k not in rates})
-        names = {"fast": fast + (" (channels-last)" if conv else ""), "sharded2": fast,
+        how = [way for way, used in (("channels-last", conv), (f"{client_threads} clients at once",
+                                                                 client_threads > 1)) if used]
+        names = {"fast": fast + (f" ({', '.join(how)})" if how else ""), "sharded2": fast,
                  "products_only": "bmm alone", "aten_lstm": "sequential, LSTM without oneDNN",
+                 "one_client_at_a_time": fast + " (channels-last, 1 client at a time)",
                  "clients_batched": "LSTM written out, clients as bmm"}
         for method, rate in rates.items():
             rows.append({"workload": w.name, "method": method, "executor": names.get(method, method),

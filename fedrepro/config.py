@@ -216,6 +216,10 @@ class TrainConfig:
     # auto: batched for the models it serves (MLP, logistic regression, no augmentation) under
     # algorithms without per-step rules, sequential otherwise (`resolved_executor`)
     executor: str = "auto"  # auto | sequential | batched (fedrepro/engine/batched.py)
+    # clients the sequential executor trains at once on the CPU, one torch thread each (null:
+    # torch's thread count); each client's numbers are the one-thread ones whatever this is, so
+    # it is not in the run key (engine/local.py)
+    client_threads: Optional[int] = None
     # Lightning's knobs, passed to Fabric (run.py); what this machine cannot run is refused at
     # start (`check_machine`). Each of the first two has an older name (`TRAIN_ALIASES`): unset,
     # the field takes the older name's value (the `${fedrepro.older:...}` default), set to
@@ -335,7 +339,7 @@ RANGES: dict[str, str] = {
     "train.local_steps": ">= 1", "train.batch_size": ">= 1", "train.lr": "> 0",
     "train.lr_decay": "(0, 1]", "train.weight_decay": ">= 0", "train.clip_norm": "> 0",
     "train.eval_every": ">= 1", "train.checkpoint_every": ">= 1", "train.checkpoint_minutes": "> 0",
-    "train.devices": ">= 1", "train.processes": ">= 1",
+    "train.devices": ">= 1", "train.processes": ">= 1", "train.client_threads": ">= 1",
     "metrics.bin_width": "> 0",
     "participation.rate": "(0, 1]", "participation.cohort_size": ">= 1",
     "split.alpha": "> 0", "split.sigma": ">= 0", "split.shards_per_client": ">= 1",
@@ -359,6 +363,7 @@ NULL_MEANS = {
     "train.local_steps": "local_epochs instead", "train.clip_norm": "no clipping",
     "train.checkpoint_minutes": "no timed checkpoints", "participation.cohort_size": "from rate",
     "train.processes": "not given: train.devices decides",
+    "train.client_threads": "torch's thread count",
     "compressor.k": "from k_fraction",
     **{f"profile.{key}": "no cap" for key in ("max_rounds", "max_local_epochs", "max_local_steps",
                                               "max_test_samples", "max_train_eval_samples", "min_eval_every")},
@@ -697,7 +702,8 @@ def _train_hashed_under_older_names(train: dict) -> None:
     """Lightning's knobs in the key as every stored run has them: the accelerator under `device`
     (its name then; archived runs hold only `device: cpu`), devices / processes not at all (sharding
     gives the same numbers, tested), precision only when not 32-true (a mixed precision changes the
-    numbers). An older name that disagrees with its field is refused."""
+    numbers), client_threads not at all (the same numbers, tested). An older name that disagrees
+    with its field is refused."""
     for alias, field_name in TRAIN_ALIASES.items():
         given, value = train.pop(alias, None), train.pop(field_name, None)
         if value is None:  # stored before the field existed
@@ -708,6 +714,7 @@ def _train_hashed_under_older_names(train: dict) -> None:
             train["device"] = value
     if train.get("precision", DEFAULT_PRECISION) == DEFAULT_PRECISION:
         train.pop("precision", None)
+    train.pop("client_threads", None)  # how many clients train at once: the same numbers
 
 
 def identity(cfg: DictConfig) -> dict:

@@ -184,7 +184,9 @@ def execute(cfg, *, quiet: bool = True):
         s = store.read_summary(folder) or {}
         attempt = int(s.get("attempts", 0)) + 1 if s.get("status") == "failed" else 1
         if s.get("status") == "failed":
-            (folder / "summary.json").unlink()  # a new attempt: status is "running" until it ends
+            # a new attempt: status is "running" until it ends, and the old traceback is not its own
+            (folder / "summary.json").unlink()
+            (folder / "error.txt").unlink(missing_ok=True)
         try:
             with secrets_hidden(cfg):
                 result = run_experiment(cfg, quiet=quiet)

@@ -32,15 +32,16 @@ def jobs_without_anchor_terms(w0, d, linear: bool, equal_decay: bool, steps=(7, 
     return jobs
 
 
-def scaled_calls(monkeypatch):
+def calls_to(monkeypatch, method: str):
+    """A list that grows by one at each call of BatchedExecutor.<method> (which still runs)."""
     calls = []
-    original = BatchedExecutor._train_scaled
+    original = getattr(BatchedExecutor, method)
 
     def spy(self, *args):
         calls.append(1)
         return original(self, *args)
 
-    monkeypatch.setattr(BatchedExecutor, "_train_scaled", spy)
+    monkeypatch.setattr(BatchedExecutor, method, spy)
     return calls
 
 
@@ -55,7 +56,7 @@ def test_scaled_path_matches_the_sequential_executor(monkeypatch, hidden, classe
     w0 = model.flatten_module()
     seq, fast = executors(model, clip)
     jobs = jobs_without_anchor_terms(w0, model.dim, linear, equal_decay)
-    calls = scaled_calls(monkeypatch)
+    calls = calls_to(monkeypatch, "_train_scaled")
     a, la = seq.run(jobs, 0.5, round=3)
     b, lb = fast.run(jobs, 0.5, round=3)
     assert calls, "the scaled path did not run"
@@ -87,14 +88,7 @@ def test_the_clipping_bound_takes_the_exact_norm_only_when_needed(monkeypatch):
     torch.manual_seed(0)
     model = FlatModel(MLP(12, [16], 3))
     w0 = model.flatten_module()
-    exact = []
-    original = BatchedExecutor._exact_scale
-
-    def spy(self, *args):
-        exact.append(1)
-        return original(self, *args)
-
-    monkeypatch.setattr(BatchedExecutor, "_exact_scale", spy)
+    exact = calls_to(monkeypatch, "_exact_scale")
     for clip, expect_exact in ((1e3, False), (0.05, True)):
         exact.clear()
         seq, fast = executors(model, clip)

@@ -252,6 +252,17 @@ def test_client_state_is_stated_and_refused_beyond_free_memory(monkeypatch, capl
         run.check_memory(cfg, 1000 * 5 * 199210 * 4, 1000, 199210, quiet=True)
 
 
+def test_free_memory_counts_the_page_cache_the_kernel_gives_back(tmp_path):
+    """MemAvailable, not MemFree: cached files do not refuse a run."""
+    import fedrepro.run as run
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24683904 kB\nMemFree:         2726304 kB\n"
+                       "MemAvailable:   20420000 kB\nBuffers:          102400 kB\n")
+    assert run._available_memory(str(meminfo)) == 20420000 * 1024
+    assert run._available_memory(str(tmp_path / "absent")) is not None  # free pages instead
+
+
 def test_bench_writes_its_table(tmp_path, monkeypatch):
     """`make bench`'s script end to end on the smallest workload (speed is not asserted here)."""
     from experiments import bench

@@ -194,8 +194,10 @@ def test_a_run_failing_mid_way_records_its_round_and_resumes_on_the_next_attempt
     assert s["status"] == "failed" and s["round"] == 4 and "No space left on device" in s["error"]
     assert list(pd.read_csv(failure.folder / "metrics.csv")["round"]) == [0, 1, 2, 3, 4]  # what it logged
     monkeypatch.delenv(store.FAULT_ENV)
+    assert "No space left on device" in (failure.folder / "error.txt").read_text()
     resumed = runner.execute(cfg)
     assert resumed.summary["status"] == "finished" and resumed.summary["resumed_from"] == 3
+    assert not (resumed.folder / "error.txt").exists()  # the failed attempt's traceback went with it
     pd.testing.assert_frame_equal(pd.read_csv(resumed.folder / "metrics.csv"), pd.read_csv(clean.folder / "metrics.csv"))
 
 

@@ -572,27 +572,23 @@ def _expected_mnist_panels() -> int:
     return 10  # 2 splits x ({10, 50, 100} at T 5 and {2, 10} at S 50)
 
 
+def _mnist_pairs(ours, x: str, y: str, holds, rule: str):
+    """`holds(final run of x, final run of y)` in every MNIST sweep panel that has both."""
+    results = [_item(panel_label(key), holds(rows[x], rows[y]), f"{_fmt(rows[x])}; {_fmt(rows[y])}", rows[x], rows[y])
+               for key, rows in sorted(_mnist_sweeps(ours).items()) if {x, y} <= set(rows)]
+    return every_panel(results, rule, expected=_expected_mnist_panels(), reasons=_unrun(ours, ("mnist",), (2, 3)))
+
+
 @CHECKS.register("LSC-F2-1")
 def lsc_f2_1(ours):
-    results = []
-    for key, rows in sorted(_mnist_sweeps(ours).items()):
-        if {"losac", "scaffold"} <= set(rows):
-            a, b = rows["losac"], rows["scaffold"]
-            holds = _loss(a) < _loss(b) and _acc(a) >= _acc(b) - 0.2
-            results.append(_item(panel_label(key), holds, f"{_fmt(a)}; {_fmt(b)}", a, b))
-    return every_panel(results, "final loss(losac) < loss(scaffold) and acc(losac) >= acc(scaffold) - 0.2",
-                 expected=_expected_mnist_panels(), reasons=_unrun(ours, ("mnist",), (2, 3)))
+    return _mnist_pairs(ours, "losac", "scaffold", lambda a, b: _loss(a) < _loss(b) and _acc(a) >= _acc(b) - 0.2,
+                        "final loss(losac) < loss(scaffold) and acc(losac) >= acc(scaffold) - 0.2")
 
 
 @CHECKS.register("LSC-F2-2")
 def lsc_f2_2(ours):
-    results = []
-    for key, rows in sorted(_mnist_sweeps(ours).items()):
-        if {"fedsaga", "fedavg"} <= set(rows):
-            a, b = rows["fedsaga"], rows["fedavg"]
-            results.append(_item(panel_label(key), _loss(a) > _loss(b), f"{_fmt(a)}; {_fmt(b)}", a, b))
-    return every_panel(results, "final loss(fedsaga) > final loss(fedavg) (accuracy reported, not gated)",
-                 expected=_expected_mnist_panels(), reasons=_unrun(ours, ("mnist",), (2, 3)))
+    return _mnist_pairs(ours, "fedsaga", "fedavg", lambda a, b: _loss(a) > _loss(b),
+                        "final loss(fedsaga) > final loss(fedavg) (accuracy reported, not gated)")
 
 
 @CHECKS.register("LSC-F2-3")

@@ -17,10 +17,22 @@ first phase of two-phase rounds (MimeSVRG).
 `precision` (train.precision, engine/precision.py): the forward pass of every gradient runs under
 Fabric's autocast context for it; the backward, the flat parameters and the step stay as they are
 (autograd returns the float32 gradient of the float32 vector).
+
+`client_threads` (train.client_threads): on the CPU, that many clients train at once, each on
+its own Python thread with one torch thread and its own copy of the module (`functional_call`
+swaps a module's tensors, so threads cannot share one). A client's numbers are then exactly those
+of the one-thread sequential executor (tested): its batches come from its own (seed, round,
+client) generator and nothing is shared between clients while they train. Two clients at once
+keep two cores busier than one client's kernels on two threads: the CIFAR CNN's step rate 1.08x
+at 2 threads here (`make bench`, docs/performance.md), more where one client's kernels scale
+worse. Clients with a `LocalRule`, models that draw from torch's global generator (dropout) and
+other devices stay one at a time.
 """
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import torch
@@ -78,7 +90,9 @@ class SequentialExecutor:
     def __init__(self, model: FlatModel, x: torch.Tensor, y: torch.Tensor,
                  client_indices: list[torch.Tensor], *, batch_size: int, weight_decay: float,
                  clip_norm: float | None, seed: int, augment: str | None = None,
-                 precision: str = DEFAULT_PRECISION):
+                 precision: str = DEFAULT_PRECISION, client_threads: int = 1):
+        if client_threads < 1:
+            raise ConfigError(f"train.client_threads={client_threads}: give 1 or more (1: one client at a time)")
         self.model, self.x, self.y = model, x, y
         self.client_indices = client_indices
         self.batch_size, self.weight_decay, self.clip_norm = batch_size, weight_decay, clip_norm
@@ -87,6 +101,10 @@ class SequentialExecutor:
         autocast(precision, x.device)  # an unknown name fails here, not in the first round
         self.last_buffers: torch.Tensor | None = None  # (jobs, buffer_dim) after run()
         self._blocks: dict[tuple[int, int], list[torch.Tensor]] = {}  # (client, M) -> fixed blocks
+        self.client_threads = client_threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_size = 0
+        self._modules: list[torch.nn.Module] = []  # one module per client thread past the first
 
     def run(self, jobs: list[ClientJob], lr: float, round: int):
         """Train each job's client; returns ((len(jobs), d) final models, (len(jobs),) mean losses)."""
@@ -94,10 +112,62 @@ class SequentialExecutor:
         models = torch.empty(len(jobs), anchor.numel(), dtype=anchor.dtype, device=anchor.device)
         losses = torch.empty(len(jobs), dtype=torch.float64)
         buffers = self.model.buffers.expand(len(jobs), -1).clone()
-        for i, job in enumerate(jobs):
-            models[i], losses[i] = self.train_client(job, lr, round, buffers[i])
+
+        def train(i: int, model: FlatModel) -> None:
+            models[i], losses[i] = self.train_client(jobs[i], lr, round, buffers[i], model)
+
+        threads = self.threads_for(jobs)
+        if threads > 1:
+            self._concurrently(train, len(jobs), threads)
+        else:
+            for i in range(len(jobs)):
+                train(i, self.model)
         self.last_buffers = buffers if self.model.buffer_dim else None
         return models, losses
+
+    def threads_for(self, jobs: list[ClientJob]) -> int:
+        """How many of these clients train at once (module docstring)."""
+        if (self.client_threads < 2 or len(jobs) < 2 or self.x.device.type != "cpu"
+                or self.model.draws_random or any(job.objective.rule is not None for job in jobs)):
+            return 1
+        return min(self.client_threads, len(jobs))
+
+    def _concurrently(self, train, n: int, threads: int) -> None:
+        """train(i, model) for i < n on `threads` threads, each with one torch thread and its own
+        module; a thread takes the next client when it is done (clients' step counts differ)."""
+        while len(self._modules) < threads - 1:
+            self._modules.append(self.model.replica_module())
+        if self._pool_size < threads:
+            self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fedrepro-client")
+            self._pool_size = threads
+        replicas = [self.model] + [self.model.with_module(m) for m in self._modules[:threads - 1]]
+        pending, lock, stop = iter(range(n)), threading.Lock(), threading.Event()
+
+        def worker(model: FlatModel) -> None:
+            # per thread (OpenMP's count is a thread's own) and again each round: the main
+            # thread's restore below resets the count that MKL shares between threads
+            torch.set_num_threads(1)
+            try:
+                while not stop.is_set():
+                    with lock:
+                        i = next(pending, None)
+                    if i is None:
+                        return
+                    train(i, model)
+            except BaseException:
+                stop.set()  # the other threads end after their current client
+                raise
+
+        before = torch.get_num_threads()
+        futures = [self._pool.submit(worker, model) for model in replicas]
+        try:
+            wait(futures)
+        finally:  # also on an interrupt: no thread starts another client, the count comes back
+            stop.set()
+            wait(futures)
+            torch.set_num_threads(before)
+        for future in futures:
+            future.result()  # a client's error, raised here
 
     def blocks(self, client: int, num_blocks: int) -> list[torch.Tensor]:
         key = (client, num_blocks)
@@ -115,15 +185,17 @@ class SequentialExecutor:
             total += grad * (len(rows) / len(idx))
         return total
 
-    def _gradient(self, w: torch.Tensor, xb, yb, buffers):
+    def _gradient(self, w: torch.Tensor, xb, yb, buffers, model: FlatModel | None = None):
         w = w.detach().requires_grad_(True)
         with autocast(self.precision, w.device):  # the forward only, as under Fabric
-            loss = self.model.loss(w, xb, yb, buffers)
+            loss = (model or self.model).loss(w, xb, yb, buffers)
         (grad,) = torch.autograd.grad(loss, w)
         return loss, grad
 
-    def train_client(self, job: ClientJob, lr: float, round: int, buffers: torch.Tensor | None = None):
-        """Train one client; `buffers` (its copy of the BatchNorm statistics) is updated in place."""
+    def train_client(self, job: ClientJob, lr: float, round: int, buffers: torch.Tensor | None = None,
+                     model: FlatModel | None = None):
+        """Train one client; `buffers` (its copy of the BatchNorm statistics) is updated in place;
+        `model`: the FlatModel to compute with (a client thread's own; default the executor's)."""
         idx = self.client_indices[job.client]
         g = generator(self.seed, "batches", round, job.client, device="cpu")
         obj = job.objective
@@ -144,7 +216,7 @@ class SequentialExecutor:
             xb, yb = self.x[rows], self.y[rows]
             if g_aug is not None:
                 xb = augment_batch(self.augment, xb, g_aug)
-            loss, grad = self._gradient(w, xb, yb, buffers)
+            loss, grad = self._gradient(w, xb, yb, buffers, model)
             if rule is not None:
                 # the same batch at another point, on a scratch copy of the BatchNorm statistics
                 # (updated once per step); only rules that call grad_at pay for it

@@ -14,6 +14,7 @@ statistics are not counted as communication (the ledger sees only what algorithm
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -53,6 +54,10 @@ class FlatModel:
         # train/eval switching matters only for BatchNorm / dropout; skip it otherwise (cheap steps)
         self._mode_sensitive = any(isinstance(m, (nn.modules.batchnorm._NormBase, nn.Dropout))
                                    for m in module.modules())
+        # a forward pass that draws from torch's global generator: clients training on several
+        # threads would interleave its draws (engine/local.py trains such a model one at a time)
+        self.draws_random = any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0
+                                for m in module.modules())
         # convolutions run ~1.4x faster on the CPU in channels-last layout (oneDNN's native one;
         # `make bench`'s CNN rows compare both); the flat weights stay as they are
         self.channels_last = any(isinstance(m, nn.Conv2d) for m in module.modules())
@@ -62,6 +67,17 @@ class FlatModel:
         # (their activations stay in cache), the linear stacks are fastest in large batches.
         recurrent = any(isinstance(m, nn.RNNBase) for m in module.modules())
         self.eval_batch = 250 if self.channels_last or recurrent else LARGE_EVAL_BATCH
+
+    def replica_module(self) -> nn.Module:
+        """A copy of the module for another thread (functional_call swaps a module's tensors)."""
+        return copy.deepcopy(self.module)
+
+    def with_module(self, module: nn.Module) -> "FlatModel":
+        """This model computing through `module` (a `replica_module()`): the same layout, loss and
+        server statistics."""
+        twin = copy.copy(self)
+        twin.module = module
+        return twin
 
     def eval_batch_on(self, device: torch.device) -> int:
         """The evaluation batch on `device`: `eval_batch` on the CPU, LARGE_EVAL_BATCH elsewhere (on
