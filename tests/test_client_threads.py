@@ -87,6 +87,8 @@ def test_one_client_at_a_time_where_threads_would_change_the_numbers():
     dropout = FlatModel(nn.Sequential(nn.Flatten(), nn.Dropout(0.5), nn.Linear(3 * 8 * 8, 3)))
     assert image_executor(dropout, 4).threads_for(jobs_for(dropout.flatten_module())) == 1
     assert not FlatModel(nn.Sequential(nn.Flatten(), nn.Dropout(0.0), nn.Linear(3 * 8 * 8, 3))).draws_random
+    assert FlatModel(nn.LSTM(4, 4, num_layers=2, dropout=0.1)).draws_random
+    assert not FlatModel(nn.LSTM(4, 4, num_layers=2)).draws_random
 
 
 def test_client_threads_is_checked_and_not_in_the_run_key():

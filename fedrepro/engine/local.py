@@ -138,6 +138,8 @@ class SequentialExecutor:
         while len(self._modules) < threads - 1:
             self._modules.append(self.model.replica_module())
         if self._pool_size < threads:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)  # idle between rounds: its threads just end
             self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fedrepro-client")
             self._pool_size = threads
         replicas = [self.model] + [self.model.with_module(m) for m in self._modules[:threads - 1]]

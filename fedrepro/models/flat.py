@@ -56,7 +56,8 @@ class FlatModel:
                                    for m in module.modules())
         # a forward pass that draws from torch's global generator: clients training on several
         # threads would interleave its draws (engine/local.py trains such a model one at a time)
-        self.draws_random = any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0
+        self.draws_random = any((isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0)
+                                or (isinstance(m, nn.RNNBase) and m.dropout > 0) or isinstance(m, nn.RReLU)
                                 for m in module.modules())
         # convolutions run ~1.4x faster on the CPU in channels-last layout (oneDNN's native one;
         # `make bench`'s CNN rows compare both); the flat weights stay as they are
