@@ -1,7 +1,7 @@
 """The archive re-renders what is committed: restore the archived runs into an empty results
 store, render a target with --done-only (nothing trains), and the table, its CSV and its claims
 come out byte for byte as committed in docs/measured/. The samples: FedElasticNet Table 2's
-CIFAR-10 IID row and the whole table as `make restore` then `make table2 DONE_ONLY=1` renders it
+CIFAR-10 rows and the whole table as `make restore` then `make table2 DONE_ONLY=1` renders it
 (quick; every row whose run is archived, the rest "not computed yet")."""
 import os
 from pathlib import Path
@@ -21,7 +21,7 @@ def _have(*folders: str) -> bool:
 
 
 @pytest.mark.parametrize("selection, committed, folders", [
-    (["--datasets", "cifar10", "--splits", "iid"], "fedelasticnet_table2_cifar10", ("CIFAR10",)),
+    (["--datasets", "cifar10"], "fedelasticnet_table2_cifar10", ("CIFAR10",)),
     ([], "fedelasticnet_table2", ("CIFAR10", "MNIST", "EMNIST", "shakespeare")),  # make table2's default
 ])
 def test_restored_runs_render_the_committed_table_byte_for_byte(selection, committed, folders, tmp_path,
