@@ -1,5 +1,6 @@
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,19 @@ os.environ.setdefault("WANDB_MODE", "offline")
 @pytest.fixture
 def results(tmp_path):
     return str(tmp_path / "results")
+
+
+@contextmanager
+def torch_threads(n: int):
+    """torch's thread count set to n inside, the caller's put back after (also on failure)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def real_data_root():

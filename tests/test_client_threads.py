@@ -5,6 +5,7 @@ import pytest
 import torch
 from torch import nn
 
+from conftest import torch_threads
 from fedrepro.algorithms.base import LocalObjective, LocalRule
 from fedrepro.config import compose_config, run_key, validate
 from fedrepro.engine.local import ClientJob, SequentialExecutor
@@ -35,15 +36,6 @@ def jobs_for(w0: torch.Tensor, steps=(5, 1, 7, 0, 4)):
             for k, s in enumerate(steps)]
 
 
-def one_thread(fn):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return fn()
-    finally:
-        torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize("module", [lambda: CifarCNN(3), small_bn_net], ids=["cifar_cnn", "batchnorm"])
 def test_clients_on_threads_match_one_thread_bit_for_bit(module):
     """Two rounds, so the second runs on the threads the first started, with the server's
@@ -55,10 +47,11 @@ def test_clients_on_threads_match_one_thread_bit_for_bit(module):
     reference, threaded = image_executor(reference_model, 1), image_executor(threaded_model, 3)
     assert threaded.threads_for(jobs_for(w0)) == 3
     for round in range(2):
-        a, la = one_thread(lambda: reference.run(jobs_for(w0), 0.05, round))
-        torch.set_num_threads(2)
-        b, lb = threaded.run(jobs_for(w0), 0.05, round)
-        assert torch.get_num_threads() == 2  # restored after the round
+        with torch_threads(1):
+            a, la = reference.run(jobs_for(w0), 0.05, round)
+        with torch_threads(2):
+            b, lb = threaded.run(jobs_for(w0), 0.05, round)
+            assert torch.get_num_threads() == 2  # restored after the round
         assert torch.equal(a, b) and torch.equal(la, lb)
         if reference_model.buffer_dim:
             assert torch.equal(reference.last_buffers, threaded.last_buffers)

@@ -3,6 +3,7 @@ together give exactly the numbers of scoring each alone with `evaluate`, bit for
 import pytest
 import torch
 
+from conftest import torch_threads
 from fedrepro.engine import evaluate as ev
 from fedrepro.engine.evaluate import evaluate, evaluate_many
 from fedrepro.models.cnn import CifarCNN
@@ -31,13 +32,9 @@ def models_and_data(hidden, classes, loss, k=3, n=2_345, features=784, seed=0):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_stacked_evaluation_is_each_model_alone_bit_for_bit(hidden, classes, loss, batch, threads):
     model, ws, x, y = models_and_data(hidden, classes, loss, n=2_345 if batch != 7 else 60)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         alone = [evaluate(model, w, x, y, batch_size=batch) for w in ws]
         together = evaluate_many(model, ws, x, y, batch_size=batch)
-    finally:
-        torch.set_num_threads(before)
     assert together == alone  # floats compared exactly
 
 
@@ -47,14 +44,10 @@ def test_the_stacked_product_is_used_and_checked(monkeypatch):
     split the wider stacked product differently from the single one (this machine's did, on this
     shape): the check then falls back, which the second half tests."""
     model, ws, x, y = models_and_data([50], 10, "cross_entropy", n=500)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         alone = [evaluate(model, w, x, y) for w in ws]
         ev._EXACT.clear()
         assert evaluate_many(model, ws, x, y) == alone
-    finally:
-        torch.set_num_threads(before)
     assert ev._EXACT and all(ev._EXACT.values())
     calls = []
     monkeypatch.setattr(ev, "evaluate", lambda *a, **k: calls.append(1) or alone[len(calls) - 1])

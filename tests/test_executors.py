@@ -5,6 +5,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from conftest import torch_threads
 from fedrepro.algorithms.base import LocalObjective, LocalRule
 from fedrepro.config import compose_config, resolved_executor, run_key, validate
 from fedrepro.engine import fused
@@ -220,9 +221,7 @@ def test_two_processes_give_the_one_process_numbers_bit_for_bit(executor, tmp_pa
     """train.processes=2 (Fabric ddp_spawn, gloo): the round's clients split across two ranks,
     the models gathered; every logged number equals the one-process run at the same threads
     per process (1), and the run key does not change."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         frames, keys = [], []
         for p in (1, 2):
             cfg = compose_config([*SMOKE, "algorithm=scaffold", f"train.executor={executor}",
@@ -231,8 +230,6 @@ def test_two_processes_give_the_one_process_numbers_bit_for_bit(executor, tmp_pa
             assert r.summary["processes"] == p and r.summary["status"] == "finished"
             frames.append(pd.read_csv(r.folder / "metrics.csv"))
             keys.append(r.key)
-    finally:
-        torch.set_num_threads(threads)
     assert keys[0] == keys[1]
     pd.testing.assert_frame_equal(frames[0], frames[1], check_exact=True)
 

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import torch_threads
 from experiments.__main__ import main
 from experiments.fedelasticnet import compression as fc
 from experiments.fedelasticnet.claims import CHECKS
@@ -118,13 +119,9 @@ def test_budget_covers_both_runs_when_matched_else_the_smaller_total():
 
 def test_smoke_run_renders_the_table_and_judges_both_claims(tmp_path, capsys, monkeypatch):
     mnist_runs_here(monkeypatch)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         assert main(["fen", "compression", "--profile", "smoke", "--seeds", "2", "--jobs", "1",
                      "--results-root", str(tmp_path)]) == 0
-    finally:
-        torch.set_num_threads(threads)
     out = capsys.readouterr().out
     table = pd.read_csv(tmp_path / "tables" / "fedelasticnet_compression.csv")
     assert len(table) == 8 and (table.status == "ok").all() and (table[table.series_key.isin(fc.RATED)].rate != "").all()

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 
 from experiments.__main__ import main, parser_for
 from fedrepro.reports.target import run as run_target
@@ -22,7 +21,7 @@ from experiments.fedelasticnet.targets import TARGETS
 from fedrepro.config import compose_config, run_key
 from fedrepro.reports.claims import evaluate_claims
 from fedrepro.reports.reference import load_reference
-from conftest import data_root_with
+from conftest import data_root_with, torch_threads
 
 VERDICT = r"(holds|holds \(tie\)|fails|not evaluated)"
 
@@ -42,12 +41,8 @@ def root(tmp_path_factory):
         # Real MNIST if it is here, and no CIFAR-10: the tests name its rows as not run.
         mp.setenv("FEDREPRO_DATA_ROOT", str(data_root_with(tmp_path_factory.mktemp("data"), "MNIST")))
         mnist_runs_here(mp)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # tiny models: one thread is fastest on a shared machine
-        try:
+        with torch_threads(1):  # tiny models: one thread is fastest on a shared machine
             yield tmp_path_factory.mktemp("fen") / "results"
-        finally:
-            torch.set_num_threads(threads)
 
 
 def run(target, root, *args) -> None:

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
+from conftest import torch_threads
 from experiments import registry
 from experiments.__main__ import parser_for
 from experiments.l2gd import cifar, compare_compression, fake_cifar, settings
@@ -37,16 +37,6 @@ def verdicts(text: str) -> dict:
     return dict(re.findall(rf"\*\*(L2G-[A-Z0-9-]+)\*\* {VERDICT}:", text))
 
 
-@contextlib.contextmanager
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def quiet(name: str, argv: list, scale=None) -> str:
     """What the target `name` (a make name) printed and logged with `argv` and `scale` (its line
     per run goes to the fedrepro log)."""
@@ -58,7 +48,7 @@ def quiet(name: str, argv: list, scale=None) -> str:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     try:
-        with contextlib.redirect_stdout(out), one_thread():
+        with contextlib.redirect_stdout(out), torch_threads(1):
             assert driver.run(target, options, scale) == 0
     finally:
         log.removeHandler(handler)

@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
+from conftest import torch_threads
 from experiments import registry
 from experiments.__main__ import parser_for
 from experiments.losac import curves, settings
@@ -68,15 +68,10 @@ def test_curve_target_smoke_writes_figure_summary_and_claims(tmp_path):
     real_esr = bool(root) and curves.unavailable("esr", root) is None
     data_root = root if real_esr else str(tmp_path / "data")
     out = io.StringIO()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with contextlib.redirect_stdout(out):
-            for fig, knobs in (("fig4", {}), ("fig5", scale)):
-                assert render(fig, ["--profile", "smoke", "--results-root", str(tmp_path / "r"),
-                                    "--data-root", data_root], **knobs) == 0
-    finally:
-        torch.set_num_threads(threads)
+    with torch_threads(1), contextlib.redirect_stdout(out):
+        for fig, knobs in (("fig4", {}), ("fig5", scale)):
+            assert render(fig, ["--profile", "smoke", "--results-root", str(tmp_path / "r"),
+                                "--data-root", data_root], **knobs) == 0
     figs = tmp_path / "r" / "figures"
     har = pd.read_csv(figs / "losac_fig4_summary.csv")
     assert set(har.status) == {"not run"} and all("UCI HAR Dataset" in r for r in har.reason)

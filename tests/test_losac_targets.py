@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 
+from conftest import torch_threads
 from experiments import registry
 from experiments.__main__ import parser_for
 from experiments.losac import fig7, settings, table2
@@ -31,16 +31,6 @@ VERDICT = r"(holds|holds \(tie\)|fails|not evaluated)"
 def real_mnist():
     root = os.environ.get("FEDREPRO_DATA_ROOT")
     return root if root and (Path(root) / "MNIST" / "raw").is_dir() else None
-
-
-@contextlib.contextmanager
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models on a shared machine
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def verdicts(text: str) -> dict:
@@ -90,7 +80,7 @@ def table2_smoke(tmp_path_factory):
     root = tmp_path_factory.mktemp("losac_t2")
     data_root = real_mnist() or str(root / "no-data")
     out = io.StringIO()
-    with pytest.MonkeyPatch.context() as mp, one_thread():
+    with pytest.MonkeyPatch.context() as mp, torch_threads(1):
         if not real_mnist():
             mp.setitem(settings.DATASETS, "mnist", ["dataset=mnist_5k", "model=mlp_mnist"])
         mp.setitem(settings.TRAIN_SIZES, "mnist", 12_000)  # n_i = 600 as in the paper: lr 0.06 kept
@@ -136,7 +126,7 @@ def test_table2_smoke_has_ours_paper_status_and_not_run_har(table2_smoke):
 def test_fig6_smoke_writes_curves_and_not_run_har(tmp_path, monkeypatch):
     monkeypatch.setitem(settings.FIG6, "mnist", dataclasses.replace(settings.FIG6["mnist"], data=("dataset=mnist_5k",)))
     out = io.StringIO()
-    with one_thread(), contextlib.redirect_stdout(out):
+    with torch_threads(1), contextlib.redirect_stdout(out):
         assert render("fig6", ["--profile", "smoke", "--results-root", str(tmp_path), "--data-root",
                                str(tmp_path / "no-data"), "--datasets", "mnist,har"]) == 0
     figs = tmp_path / "figures"
@@ -159,7 +149,7 @@ def test_fig6_smoke_writes_curves_and_not_run_har(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_fig7_smoke_writes_curves(tmp_path):
     out = io.StringIO()
-    with one_thread(), contextlib.redirect_stdout(out):
+    with torch_threads(1), contextlib.redirect_stdout(out):
         assert render("fig7", ["--profile", "smoke", "--results-root", str(tmp_path), "--ranks", "4"],
                       num_clients=20) == 0
     figs = tmp_path / "figures"

@@ -4,9 +4,9 @@ import sys
 from pathlib import Path
 
 import nbformat
-import torch
 from nbclient import NotebookClient
 
+from conftest import torch_threads
 from experiments.__main__ import main
 from test_fen_tables import mnist_runs_here
 
@@ -16,13 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_notebook_redraws_a_smoke_store(tmp_path, monkeypatch):
     results = tmp_path / "results"
     mnist_runs_here(monkeypatch)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:  # one split: six runs are enough for the notebook
+    with torch_threads(1):  # one split: six runs are enough for the notebook
         assert main(["fen", "table2", "--profile", "smoke", "--seeds", "1", "--datasets", "mnist",
                      "--splits", "dirichlet0.3", "--results-root", str(results)]) == 0
-    finally:
-        torch.set_num_threads(threads)
 
     # Kernel "python3" = this interpreter: a spec installed under a prefix that JUPYTER_PATH
     # puts first, whatever other python3 kernels the machine has.
