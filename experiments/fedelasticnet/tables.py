@@ -44,7 +44,7 @@ from experiments.fedelasticnet.common import (KEYS, PARTICIPATION, SETTINGS, gro
                                               panels_figure, selection, setting_notes, table_grid, tail_accuracy,
                                               titled)
 from fedrepro.reports.claims import claims_markdown, evaluate_claims
-from fedrepro.reports.grid import Cell
+from fedrepro.reports.grid import Cell, executed_on
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, to_markdown, write_table
 
@@ -92,7 +92,7 @@ def runs_frame(cells: list[Cell], summaries: dict) -> pd.DataFrame:
                          "train_seconds": s["train_seconds"], "seconds_per_round": s["seconds_per_round"],
                          "client_rounds": s["client_rounds"], "server_test_acc": final.get("server_test_acc"),
                          "cum_up_nonzeros": final.get("cum_up_nonzeros"),
-                         "cum_up_entropy": final.get("cum_up_entropy"), "executor": s["executor"]})
+                         "cum_up_entropy": final.get("cum_up_entropy"), "executor": executed_on(s)})
     return pd.DataFrame(rows)
 
 

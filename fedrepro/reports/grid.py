@@ -353,6 +353,37 @@ def launch(args: list[list[str]], *, jobs: int = 1, launcher: str = "local",
     return _launch_ray(args, jobs, threads, say, report)
 
 
+def executed_on(summary: dict) -> str:
+    """How a run was computed, for a table's notes: its executor, and the device where not the CPU
+    (a GPU's numbers agree with the CPU's to float rounding only)."""
+    executor, device = summary.get("executor", ""), str(summary.get("device") or "cpu")
+    return executor if device == "cpu" or not executor else f"{executor} on {device}"
+
+
+def finished_elsewhere(args: list[str]) -> list[str]:
+    """`args`, or, where its run is not finished here but the same run made on another
+    accelerator is (a lent GPU machine's runs, experiments/device_runs.py), the overrides of
+    that run: the accelerator is in the run key (its numbers differ in rounding), so a table
+    reads such a run only through this, and names its device (`executed_on`)."""
+    from fedrepro import store
+    from fedrepro.config import ACCELERATORS, run_key
+
+    def finished(overrides: list[str]) -> tuple[bool, str]:
+        cfg = compose_config(overrides)
+        done = store.done_summary(store.run_dir(cfg.results_root, run_key(cfg))) is not None
+        return done, cfg.train.accelerator
+
+    done, here = finished(args)
+    if done:
+        return args
+    for other in ACCELERATORS:
+        if other not in (here, "gpu", "auto"):  # gpu and auto name cpu / cuda / mps runs
+            alternative = [*args, f"train.accelerator={other}"]
+            if finished(alternative)[0]:
+                return alternative
+    return args
+
+
 def _stored(args: list[list[str]], labels: list[str], *, owned: bool = True) -> list:
     """Outcomes from the store alone (nothing is computed): finished and diverged runs come back,
     the others as "not run" (not computed yet, or, for another target's runs (owned=False), not
@@ -479,8 +510,8 @@ def collect(cells: list[Cell], *, profile: str, seeds: int, results_root: str = 
     """{cell index: [outcome per seed]} of every runnable cell: run (or reused) through `launcher`,
     or, with run=False or done_only (--done-only), read from the store alone (nothing is computed)."""
     tasks = [(i, seed) for i, cell in enumerate(cells) if not cell.not_run for seed in range(seeds)]
-    args = [run_overrides(cells[i], seed, profile=profile, results_root=results_root, extra=extra)
-            for i, seed in tasks]
+    args = [finished_elsewhere(run_overrides(cells[i], seed, profile=profile, results_root=results_root,
+                                              extra=extra)) for i, seed in tasks]
     labels = [cell_label(cells[i], seed) for i, seed in tasks]
     if done_only or not run:
         outcomes = _stored(args, labels, owned=run)
@@ -530,7 +561,7 @@ def cell_frame(cells: list[Cell], by_cell: dict[int, list], metric: Callable, *,
         rows.append({**base, "ours_mean": mean, "ours_lo": lo, "ours_hi": hi, "status": status,
                      "reason": reason, "n_seeds": len(values),
                      "seeds": ",".join(str(r.summary["seed"]) for r in runs),
-                     "data": first.get("data_source", ""), "executor": first.get("executor", ""),
+                     "data": first.get("data_source", ""), "executor": executed_on(first) if first else "",
                      "dim": first.get("dim"),
                      "rounds_run": first.get("rounds"), "rounds_set": rounds_set,
                      "client_rounds": statistics.fmean(r.summary["client_rounds"] for r in runs) if runs else None})

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Paper targets' CIFAR-10 runs on a lent GPU machine (issue 32; experiments/device_runs.py).
+#
+# CIFAR-10 (139 MB) is larger than one device call carries (64 MiB with the working tree), so it
+# travels in parts over consecutive calls to the same warm machine:
+#   here:   bash experiments/device_runs.sh split         # .devchunks/{00,01,02}: CIFAR10 as a tar in 50 MB parts
+#   there:  bash experiments/device_runs.sh stash        # call 1 (carry .devchunks/00), call 2 (01): kept in /root
+#   there:  bash experiments/device_runs.sh run PLAN     # call 3 (carry .devchunks/02, .whl): join, check, train
+# `run` joins the parts into ../shared/data/CIFAR10 beside the repository's copy there (the data
+# root the plan's runs name), checks them against CHECKSUMS.sha256, installs the carried wheels
+# (hydra-core, omegaconf, antlr4, zstandard: that machine lacks them) and runs
+# `python -m experiments.device_runs run PLAN`; $OUT/runs.tar.gz holds the finished runs.
+# JOBS, STOP_LAUNCHING, DEADLINE and ACCELERATOR pass through. Locally, ACCELERATOR=cpu with STASH and
+# DATA in /tmp checks it.
+set -u
+STEP=${1:?split [BYTES], stash or run PLAN}
+STASH=${STASH:-/root/devchunks}
+OUT=${OUT:-results/device_runs}
+PY=${PY:-python3}
+case "$STEP" in
+  split)
+    rm -rf .devchunks && mkdir -p .devchunks/all
+    tar -C ../shared/data -cf .devchunks/all/cifar10.tar CIFAR10 CHECKSUMS.sha256
+    split -b "${2:-50000000}" -d .devchunks/all/cifar10.tar .devchunks/all/part
+    for part in .devchunks/all/part*; do mkdir -p ".devchunks/${part##*part}" && mv "$part" ".devchunks/${part##*part}/"; done
+    rm -rf .devchunks/all; du -sh .devchunks/*;;
+  stash)
+    mkdir -p "$STASH" && cp .devchunks/*/part* "$STASH"/ && ls -la "$STASH";;
+  run)
+    PLAN=${2:?the plan (python -m experiments.device_runs plan ...)}
+    mkdir -p "$OUT" "$STASH" && cp .devchunks/*/part* "$STASH"/ 2>/dev/null
+    DATA=${DATA:-../shared/data}
+    mkdir -p "$DATA"
+    cat "$STASH"/part* | tar -C "$DATA" -xf - || exit 1
+    (cd "$DATA" && grep CIFAR10/ CHECKSUMS.sha256 | sha256sum -c -) 2>&1 | tee "$OUT/run.log" || exit 1
+    SCRATCH=$(mktemp -d)
+    if ! $PY -c "import hydra, omegaconf, zstandard" 2>/dev/null; then
+      $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SCRATCH/site" .whl/*.whl || exit 1
+      export PYTHONPATH="$SCRATCH/site:$PWD"
+    fi
+    export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+    { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; nproc; } | tee -a "$OUT/run.log"
+    $PY -m experiments.device_runs run "$PLAN" --jobs "${JOBS:-14}" --stop-launching "${STOP_LAUNCHING:-400}" \
+      --deadline "${DEADLINE:-480}" --accelerator "${ACCELERATOR:-cuda}" --results-root "$SCRATCH/rr" \
+      --logs "$SCRATCH/logs" --bundle "$OUT/runs.tar.gz" 2>&1 | tee -a "$OUT/run.log"
+    tail -n 3 "$SCRATCH"/logs/*.log > "$OUT/run_tails.log" 2>/dev/null
+    ls -la "$OUT";;
+  *) echo "unknown step $STEP: split [BYTES], stash or run PLAN"; exit 2;;
+esac
