@@ -47,11 +47,10 @@ def list_targets() -> int:
 
 
 def status(paper: str, target, options) -> int:
-    from fedrepro.status import report, run_state
+    from fedrepro.status import report
 
     runs = targets.plan(target, options)
-    rows = [{**run_state(options.results_root, r["key"], options.archive), "label": r["label"], "key": r["key"]}
-            for r in runs]
+    rows = [run_status(r, options) for r in runs]
     name = registry.make_name(paper, target)
     print(report(rows, f"{name} (profile {options.profile}, seeds {options.seeds}, {options.results_root})"))
     why = getattr(target, "trains_outside_store", None)
@@ -64,10 +63,28 @@ def status(paper: str, target, options) -> int:
     return 0
 
 
+def run_status(run: dict, options) -> dict:
+    """A planned run's status row; where it is not finished here but the same run made on another
+    accelerator is (a GPU machine's, which the target's table reads), that run's, named so."""
+    from fedrepro.config import compose_config, run_key
+    from fedrepro.reports.grid import finished_elsewhere
+    from fedrepro.status import run_state
+
+    state = run_state(options.results_root, run["key"], options.archive)
+    if state["state"] != "done":
+        elsewhere = finished_elsewhere(run["overrides"])
+        if elsewhere != run["overrides"]:
+            cfg = compose_config(elsewhere)
+            state = run_state(options.results_root, run_key(cfg), options.archive)
+            state["detail"] += f" (made with train.accelerator={cfg.train.accelerator}; its key here: {run['key']})"
+            return {**state, "label": run["label"], "key": run_key(cfg)}
+    return {**state, "label": run["label"], "key": run["key"]}
+
+
 def archive(paper: str, target, options) -> int:
     from fedrepro.archive import save
 
-    keys = [r["key"] for r in targets.plan(target, options)]
+    keys = [run_status(r, options)["key"] for r in targets.plan(target, options)]
     done, skipped = save(options.results_root, keys, options.archive)
     print(f"archived {len(done)} finished runs of {registry.make_name(paper, target)} in {options.archive}")
     for line in skipped:

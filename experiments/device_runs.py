@@ -2,19 +2,22 @@
 
     python -m experiments.device_runs plan fen-table2 feddyn-table1 ... --profile quick \
         --datasets cifar10 --skip participation=p100 > runs.json      # here: what is not done yet
-    python -m experiments.device_runs run runs.json --jobs 14 --stop-launching 400 --deadline 480 \
+    python -m experiments.device_runs run runs.json --jobs 8 --stop-launching 400 --deadline 480 \
         --results-root /tmp/rr --bundle $OUT/runs.tar.gz                # there: train, bundle
     tar -xzf runs.tar.gz -C docs/measured/runs                        # here: into the run archive
 
-`plan` lists the runs the named targets need that this store does not hold finished, once each,
-in the order the targets are named (the most wanted first). `run` starts them in that order,
-`--jobs` at a time, each a process with `--threads` torch threads (1) and `train.accelerator=cuda` (so their
-run keys name the GPU: its numbers agree with the CPU's to float rounding only, and a table made
-of them says so through `--override train.accelerator=cuda`). No run starts after
+`plan` lists the runs the named targets need that are not finished here (on any accelerator),
+once each, in the order the targets are named (the most wanted first). `run` starts them in that
+order, `--jobs` at a time, each a process with `--threads` torch threads and
+`train.accelerator=cuda`, so their run keys name the GPU (its numbers agree with the CPU's to float
+rounding only); a table reads such a run where its own is missing and names the device
+(`grid.finished_elsewhere`). On one H100 8 jobs fit (a CIFAR-10 CNN process holds 6-13 GB of its
+memory; 15 ran out of it) and share it by time-slicing: docs/performance.md. No run starts after
 `--stop-launching` seconds; runs still going at `--deadline` are stopped (their folders stay
 behind, unfinished, and are not bundled). The finished runs' small files (`fedrepro.archive`:
 config, summary, metrics, partition) go into one tarball laid out as the run archive, since a
-device call returns at most 8 files. experiments/device_runs.sh is the call's whole command.
+device call returns at most 8 files. experiments/device_runs.sh is the call's whole command. On
+this machine, `run --accelerator cpu --threads N --jobs 1` is a lane over the same plan.
 """
 from __future__ import annotations
 
@@ -30,10 +33,8 @@ from pathlib import Path
 
 def plan(argv: list[str]) -> int:
     from experiments import registry
-    from experiments.__main__ import parser_for
+    from experiments.__main__ import parser_for, run_status
     from fedrepro.reports import target as targets
-    from fedrepro.reports.grid import finished_elsewhere
-    from fedrepro.status import run_state
     from fedrepro.store import ARCHIVE
 
     ap = argparse.ArgumentParser(prog="python -m experiments.device_runs plan")
@@ -45,12 +46,11 @@ def plan(argv: list[str]) -> int:
     for name in ours.targets:
         paper, target = registry.find(name)
         options = parser_for(paper, target, name).parse_args(rest)
-        options.group, options.paper = name, paper
+        options.group, options.paper, options.archive = name, paper, ARCHIVE
         for r in targets.plan(target, options):
             if r["key"] in planned or any(s in r["overrides"] for s in ours.skip):
                 continue
-            if run_state(options.results_root, r["key"], ARCHIVE)["state"] == "done" \
-                    or finished_elsewhere(r["overrides"]) != r["overrides"]:  # on a GPU, say
+            if run_status(r, options)["state"] == "done":  # here, or on another accelerator
                 continue
             planned[r["key"]] = {"key": r["key"], "label": r["label"], "target": name, "overrides": r["overrides"]}
     json.dump(list(planned.values()), sys.stdout, indent=1)
@@ -69,7 +69,7 @@ def run(argv: list[str]) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m experiments.device_runs run")
     ap.add_argument("plan", type=Path)
-    ap.add_argument("--jobs", type=int, default=14)
+    ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--stop-launching", type=float, default=400, help="seconds: no run starts later")
     ap.add_argument("--deadline", type=float, default=480, help="seconds: runs still going are stopped")
     ap.add_argument("--results-root", default="results")

@@ -6,6 +6,10 @@
 #   here:   bash experiments/device_runs.sh split         # .devchunks/{00,01,02}: CIFAR10 as a tar in 50 MB parts
 #   there:  bash experiments/device_runs.sh stash        # call 1 (carry .devchunks/00), call 2 (01): kept in /root
 #   there:  bash experiments/device_runs.sh run PLAN     # call 3 (carry .devchunks/02, .whl): join, check, train
+# Each call carries the working tree too (tracked files: 33 MB, 19 MB of them the run archive), so
+# for these calls take the archive out of the index and ignore it, and put it back after:
+#   git rm -r --cached -q docs/measured/runs && echo /docs/measured/runs/ >> .git/info/exclude
+#   ... the three calls ...;  git reset -q -- docs/measured/runs  (and drop that exclude line)
 # `run` joins the parts into ../shared/data/CIFAR10 beside the repository's copy there (the data
 # root the plan's runs name), checks them against CHECKSUMS.sha256, installs the carried wheels
 # (hydra-core, omegaconf, antlr4, zstandard: that machine lacks them) and runs
@@ -40,7 +44,7 @@ case "$STEP" in
     fi
     export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
     { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; nproc; } | tee -a "$OUT/run.log"
-    $PY -m experiments.device_runs run "$PLAN" --jobs "${JOBS:-14}" --stop-launching "${STOP_LAUNCHING:-400}" \
+    $PY -m experiments.device_runs run "$PLAN" --jobs "${JOBS:-8}" --stop-launching "${STOP_LAUNCHING:-400}" \
       --deadline "${DEADLINE:-480}" --accelerator "${ACCELERATOR:-cuda}" --results-root "$SCRATCH/rr" \
       --logs "$SCRATCH/logs" --bundle "$OUT/runs.tar.gz" 2>&1 | tee -a "$OUT/run.log"
     tail -n 3 "$SCRATCH"/logs/*.log > "$OUT/run_tails.log" 2>/dev/null

@@ -71,3 +71,17 @@ def test_the_device_script_bundles_finished_runs_that_restore_under_their_keys(t
     assert {p.name for p in (archive / key).iterdir()} >= {"config.yaml", "summary.json", "metrics.csv"}
     restored, skipped = restore(tmp_path / "here", archive)
     assert restored == [key] and not skipped
+
+
+def test_status_and_archive_name_the_run_another_accelerator_finished(tmp_path):
+    from types import SimpleNamespace
+
+    from experiments.__main__ import run_status
+
+    overrides = [*TINY, "profile=smoke", "seed=0", f"results_root={tmp_path}"]
+    options = SimpleNamespace(results_root=str(tmp_path), archive=tmp_path / "archive")
+    planned = {"label": "tiny", "key": run_key(compose_config(overrides)), "overrides": overrides}
+    assert run_status(planned, options)["state"] == "missing"
+    gpu = _finish(tmp_path, [*TINY, "profile=smoke", "seed=0", "train.accelerator=cuda"], "cuda:0")
+    row = run_status(planned, options)
+    assert row["state"] == "done" and row["key"] == gpu and "train.accelerator=cuda" in row["detail"]
