@@ -215,6 +215,16 @@ def test_eval_every_round_option_only_changes_quick():
     assert common.eval_extra(args("paper", True)) == common.eval_extra(args("paper", False)) == []
 
 
+def test_notes_name_the_overrides_every_run_took():
+    spec = table2.SPEC
+    frame = pd.DataFrame(columns=[*common.RUN_COLS, "status"])
+    def args(override):
+        return argparse.Namespace(profile="paper", eval_every_round=False, data_root="data", override=override)
+    lines = common.notes(spec, args(["train.rounds=200"]), frame, [])
+    assert "overrides of every run, after the table's own settings (they win): train.rounds=200" in lines
+    assert not any(line.startswith("overrides") for line in common.notes(spec, args([]), frame, []))
+
+
 # ---------------------------------------------------------------------------------------------
 # Targets end to end (smoke)
 

@@ -311,6 +311,9 @@ def notes(spec: TableSpec, args, frame: pd.DataFrame, extra: list[str]) -> list[
              "when FedDyn is, (?) when both are",
              "ours / paper is blank where either side is censored",
              "hyperparameters: FedDyn App. A.2 (experiments/feddyn/settings.py)"]
+    given = list(getattr(args, "override", None) or [])
+    if given:  # e.g. train.rounds=200: the paper's settings with fewer rounds, censored at that cap
+        lines.append("overrides of every run, after the table's own settings (they win): " + " ".join(given))
     assumed: dict[str, dict] = {}  # dataset -> the unstated values its runs use (ordered set)
     for _, g in frame[frame.status != "not run"].drop_duplicates(RUN_COLS).iterrows():
         rec = settings.recipe(g.dataset_key, g.participation, g.split_key, g.num_devices, g.balance)

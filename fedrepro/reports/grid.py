@@ -368,19 +368,18 @@ def finished_elsewhere(args: list[str]) -> list[str]:
     from fedrepro import store
     from fedrepro.config import ACCELERATORS, run_key
 
-    def finished(overrides: list[str]) -> tuple[bool, str]:
-        cfg = compose_config(overrides)
-        done = store.done_summary(store.run_dir(cfg.results_root, run_key(cfg))) is not None
-        return done, cfg.train.accelerator
+    def finished(cfg) -> bool:
+        return store.done_summary(store.run_dir(cfg.results_root, run_key(cfg))) is not None
 
-    done, here = finished(args)
-    if done:
+    cfg = compose_config(args)
+    if finished(cfg):
         return args
     for other in ACCELERATORS:
-        if other not in (here, "gpu", "auto"):  # gpu and auto name cpu / cuda / mps runs
-            alternative = [*args, f"train.accelerator={other}"]
-            if finished(alternative)[0]:
-                return alternative
+        if other not in (cfg.train.accelerator, "gpu", "auto"):  # gpu and auto name cpu / cuda / mps runs
+            twin = cfg.copy()  # the accelerator changes nothing else in the config: no second compose
+            twin.train.accelerator = other
+            if finished(twin):
+                return [*args, f"train.accelerator={other}"]
     return args
 
 
