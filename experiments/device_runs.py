@@ -65,16 +65,17 @@ def _device_overrides(overrides: list[str], results_root: str, accelerator: str)
 
 def run(argv: list[str]) -> int:
     from fedrepro.archive import save
+    from fedrepro.reports.cli import count
     from fedrepro.config import compose_config, run_key
 
     ap = argparse.ArgumentParser(prog="python -m experiments.device_runs run")
     ap.add_argument("plan", type=Path)
-    ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--jobs", type=count, default=8)
     ap.add_argument("--stop-launching", type=float, default=400, help="seconds: no run starts later")
     ap.add_argument("--deadline", type=float, default=480, help="seconds: runs still going are stopped")
     ap.add_argument("--results-root", default="results")
     ap.add_argument("--accelerator", default="cuda")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads a run (on a GPU 1 is enough)")
+    ap.add_argument("--threads", type=count, default=1, help="torch threads a run (on a GPU 1 is enough)")
     ap.add_argument("--bundle", type=Path, required=True, help="the tarball of the finished runs")
     ap.add_argument("--logs", type=Path, default=None, help="a folder for each run's output")
     args = ap.parse_args(argv)

@@ -56,15 +56,20 @@ def save(results_root: str | Path, keys: list[str], archive: Path = ARCHIVE) -> 
 
 def _portable(folder: Path):
     """A rewrite of the run's files without this machine's absolute paths: the data folder
-    relative to the working directory (the repository root: `../shared/data` here), the working
-    directory left out."""
+    relative to the working directory (the repository root: `../shared/data` here), a results
+    store outside it (a scratch folder, another machine's) as `results`, where `restore` puts
+    the run by default, the working directory left out. Neither folder is in the run key, so the
+    archived run keeps its key."""
     from omegaconf import OmegaConf
 
-    data_root = str(OmegaConf.load(folder / "config.yaml").get("data_root") or "")
+    cfg = OmegaConf.load(folder / "config.yaml")
+    data_root, results_root = str(cfg.get("data_root") or ""), str(cfg.get("results_root") or "")
     pairs = [(str(Path.cwd()) + os.sep, "")]
-    if data_root:  # not in the run key: rewriting it keeps the archived run's key
+    if data_root:
         absolute = Path(data_root).resolve()
         pairs.insert(0, (str(absolute), os.path.relpath(absolute)))
+    if os.path.isabs(results_root) and not Path(results_root).resolve().is_relative_to(Path.cwd()):
+        pairs.insert(0, (f"results_root: {results_root}\n", "results_root: results\n"))
 
     def rewrite(text: str) -> str:
         for old, new in pairs:

@@ -34,6 +34,7 @@ def test_archived_runs_restore_into_a_new_store_and_render_the_same_table(tmp_pa
                                                              "summary.json"]
     for f in (arch / key).iterdir():  # no path of this machine: the data folder relative to the repository
         assert str(data) not in f.read_text() and os.getcwd() + os.sep not in f.read_text(), f.name
+        assert str(tmp_path) not in f.read_text(), f.name  # the scratch results store neither
     assert f"data_root: {os.path.relpath(data)}\n" in (arch / key / "config.yaml").read_text()
 
     # before the restore, status names the archived run and how to bring it in
