@@ -67,17 +67,17 @@ def run_status(run: dict, options) -> dict:
     """A planned run's status row; where it is not finished here but the same run made on another
     accelerator is (a GPU machine's, which the target's table reads), that run's, named so."""
     from fedrepro.config import compose_config, run_key
-    from fedrepro.reports.grid import finished_elsewhere
+    from fedrepro.reports.grid import finished_twin
     from fedrepro.status import run_state
 
     state = run_state(options.results_root, run["key"], options.archive)
     if state["state"] != "done":
-        elsewhere = finished_elsewhere(run["overrides"])
-        if elsewhere != run["overrides"]:
-            cfg = compose_config(elsewhere)
-            state = run_state(options.results_root, run_key(cfg), options.archive)
-            state["detail"] += f" (made with train.accelerator={cfg.train.accelerator}; its key here: {run['key']})"
-            return {**state, "label": run["label"], "key": run_key(cfg)}
+        twin = finished_twin(compose_config(run["overrides"]))
+        if twin is not None:
+            key = run_key(twin)
+            state = run_state(options.results_root, key, options.archive)
+            state["detail"] += f" (made with train.accelerator={twin.train.accelerator}; its key here: {run['key']})"
+            return {**state, "label": run["label"], "key": key}
     return {**state, "label": run["label"], "key": run["key"]}
 
 

@@ -192,9 +192,9 @@ def executor_and_jobs(w: Workload, kind: str, channels_last: bool = True, client
     """Our `kind` executor on the workload, and one round's jobs (FedAvg's plain local objective)."""
     model, w0, idx = w.build()
     model.channels_last = model.channels_last and channels_last
-    cls = BatchedExecutor if kind == "batched" else SequentialExecutor
-    ex = cls(model, w.x, w.y, idx, batch_size=w.batch, weight_decay=1e-4, clip_norm=10.0, seed=0,
-             client_threads=client_threads)
+    common = dict(batch_size=w.batch, weight_decay=1e-4, clip_norm=10.0, seed=0)
+    ex = (BatchedExecutor(model, w.x, w.y, idx, **common) if kind == "batched"
+          else SequentialExecutor(model, w.x, w.y, idx, **common, client_threads=client_threads))
     return ex, [ClientJob(k, LocalObjective(anchor=w0), w.steps) for k in range(w.selected)]
 
 

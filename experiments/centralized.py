@@ -22,6 +22,7 @@ from experiments.feddyn.claims import CHECKS
 from fedrepro.data.loaders import unavailable
 from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.grid import Cell
+from fedrepro.results import run_metrics
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def claims_frame(ours: pd.DataFrame, runs: dict, baselines: list[Baseline]) -> p
                "status": ours.iloc[i]["status"], "reason": ours.iloc[i]["reason"], "recipe_epochs": _recipe_epochs(b)}
         if row["status"] == "ok":
             run = runs[i][0]
-            acc = pd.to_numeric(pd.read_csv(run.folder / "metrics.csv")["server_test_acc"], errors="coerce")
+            acc = pd.to_numeric(run_metrics(run.folder)["server_test_acc"], errors="coerce")
             row.update(best=100 * acc.max(), epochs=run.summary["rounds_completed"])
         rows.append(row)
     return pd.DataFrame(rows)

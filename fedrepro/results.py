@@ -11,11 +11,13 @@ flattened to dotted columns (`algorithm.name`, `train.lr`, ...), and the final m
 filters on any column, with short names for the usual ones (dataset, algorithm, split,
 profile, seed); a list value means "any of". `load_curves` gives the long format (key, round,
 metric, value) of the runs' metrics.csv: one row per logged value, NaNs (rounds a metric was
-not computed in) left out.
+not computed in) left out. `run_metrics` is one run's metrics.csv as it is (the targets' renders
+read runs through it).
 """
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -70,6 +72,19 @@ def load_runs(root: str | Path = "results", **where) -> pd.DataFrame:
     return frame[front + [c for c in frame.columns if c not in front]].reset_index(drop=True)
 
 
+def run_metrics(folder: str | Path) -> pd.DataFrame:
+    """A run folder's metrics.csv (one row per logged round). A render asks for one run's several
+    times (a table, its claims, its figure): the file is parsed once per process and version (its
+    modification time and size), and each caller gets its own copy to change."""
+    stat = (Path(folder) / "metrics.csv").stat()
+    return _parsed_metrics(str(Path(folder) / "metrics.csv"), stat.st_mtime_ns, stat.st_size).copy()
+
+
+@lru_cache(maxsize=512)
+def _parsed_metrics(path: str, mtime_ns: int, size: int) -> pd.DataFrame:
+    return pd.read_csv(path)
+
+
 def load_curves(root: str | Path = "results", keys: Optional[Iterable[str]] = None,
                 metrics: Optional[Iterable[str]] = None) -> pd.DataFrame:
     """The long-format curves (key, round, metric, value) of the runs `keys` (default: all)."""
@@ -80,7 +95,7 @@ def load_curves(root: str | Path = "results", keys: Optional[Iterable[str]] = No
         path = runs / key / "metrics.csv"
         if not path.exists():
             continue
-        wide = pd.read_csv(path)
+        wide = run_metrics(path.parent)
         wide = wide.drop(columns=[c for c in ("step",) if c in wide])  # a copy of round
         value_columns = [c for c in wide.columns if c != "round" and (metrics is None or c in set(metrics))]
         long = wide.melt(id_vars=["round"], value_vars=value_columns, var_name="metric").dropna(subset=["value"])

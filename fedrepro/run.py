@@ -310,11 +310,13 @@ def build_federation(cfg: DictConfig, data, parts: list, device="cpu", *, ledger
     # train.precision: the executors and the evaluation enter Fabric's autocast context themselves
     # (engine/precision.py), so a federation built without Fabric computes the same numbers
     precision = t.get("precision", DEFAULT_PRECISION)
-    executor_class = BatchedExecutor if resolved_executor(cfg) == "batched" else SequentialExecutor
-    executor = executor_class(model, x_train, y_train, client_indices, batch_size=t.batch_size,
-                              weight_decay=t.weight_decay, clip_norm=t.clip_norm, seed=cfg.seed,
-                              augment=data.augment, precision=precision,
-                              client_threads=t.get("client_threads") or torch.get_num_threads())
+    common = dict(batch_size=t.batch_size, weight_decay=t.weight_decay, clip_norm=t.clip_norm, seed=cfg.seed,
+                  augment=data.augment, precision=precision)
+    if resolved_executor(cfg) == "batched":  # trains the round's clients together: no client threads
+        executor = BatchedExecutor(model, x_train, y_train, client_indices, **common)
+    else:
+        executor = SequentialExecutor(model, x_train, y_train, client_indices, **common,
+                                      client_threads=t.get("client_threads") or torch.get_num_threads())
     if fabric is not None and fabric.world_size > 1:
         executor = sharded.ShardedExecutor(executor, fabric)
     loop = RoundLoop(model=model, algorithm=algorithm, executor=executor, ledger=ledger,

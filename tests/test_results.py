@@ -4,7 +4,8 @@ import pytest
 
 from fedrepro import runner
 from fedrepro.config import compose_config
-from fedrepro.results import load_curves, load_runs
+from fedrepro import results
+from fedrepro.results import load_curves, load_runs, run_metrics
 
 
 @pytest.fixture(scope="module")
@@ -41,3 +42,16 @@ def test_load_curves_is_long_with_the_metrics_csv_values(store):
     final = runs.set_index("key").loc[key, "final.server_test_acc"]
     assert acc.value.iloc[-1] == pytest.approx(final)
     assert "step" not in set(load_curves(store).metric)  # a copy of round
+
+
+def test_run_metrics_parses_a_file_once_per_version_and_hands_out_copies(tmp_path, monkeypatch):
+    (tmp_path / "metrics.csv").write_text("round,acc\n1,0.5\n2,0.75\n")
+    parses = []
+    real = pd.read_csv
+    monkeypatch.setattr(results.pd, "read_csv", lambda path, *a, **k: parses.append(path) or real(path, *a, **k))
+    results._parsed_metrics.cache_clear()
+    first = run_metrics(tmp_path)
+    first.loc[0, "acc"] = -1.0  # a caller's change stays in its copy
+    assert run_metrics(tmp_path)["acc"].tolist() == [0.5, 0.75] and len(parses) == 1
+    (tmp_path / "metrics.csv").write_text("round,acc\n1,0.5\n2,0.75\n3,0.875\n")  # the run went on
+    assert run_metrics(tmp_path)["acc"].tolist() == [0.5, 0.75, 0.875] and len(parses) == 2

@@ -31,6 +31,7 @@ from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.grid import Cell, every_round, mean_interval
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, to_markdown, write_table
+from fedrepro.results import run_metrics
 
 # the targets run as __main__: a fixed name keeps their lines under the fedrepro loggers
 log = logging.getLogger("fedrepro.experiments")
@@ -229,7 +230,7 @@ def measure(ref: pd.DataFrame, spec: TableSpec, results, algorithms=settings.ALG
     for i, row in enumerate(rows):
         status = runs_frame.iloc[i]
         runs = summaries.get(i, []) if status["status"] == "ok" else []
-        curves = [pd.read_csv(run.folder / "metrics.csv") for run in runs]
+        curves = [run_metrics(run.folder) for run in runs]
         same_data = targets[(targets.dataset_key == row["dataset_key"]) & (targets.split_key == row["split_key"])]
         for target in dict.fromkeys(same_data["target"]):
             own = same_data[(same_data.setting == row["setting"]) & (same_data.target == target)]

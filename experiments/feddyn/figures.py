@@ -30,6 +30,7 @@ from fedrepro.errors import ConfigError
 from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell
+from fedrepro.results import run_metrics
 
 NAMES = {"mnist": "MNIST", "emnist_l": "EMNIST-L", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
          "shakespeare": "Shakespeare"}
@@ -170,7 +171,7 @@ def fill(panels: list[Panel], results) -> None:
         p.missing.update({label: c.not_run for label, c in p.cells.items() if c.not_run})
     for (p, label, _), w in zip(todo, where):
         if isinstance(w, Path):
-            p.curves[label] = pd.read_csv(w / "metrics.csv")
+            p.curves[label] = run_metrics(w)
         else:
             p.missing[label] = w
 

@@ -21,10 +21,11 @@ from typing import Callable
 import pandas as pd
 
 from experiments.fedelasticnet.claims import FEN_T2_UNIT
-from experiments.fedelasticnet.common import LABELS, SETTINGS, cell, hparams, metrics_frame, tail_accuracy
+from experiments.fedelasticnet.common import LABELS, SETTINGS, cell, hparams, tail_accuracy
 from experiments.fedelasticnet.figures import report_claims
 from fedrepro.errors import ConfigError
 from fedrepro.reports.grid import Cell
+from fedrepro.results import run_metrics
 
 SPLIT, PARTICIPATION = "dirichlet0.3", "p10"
 VARIANTS = ("fen_alg1", "fen_alg2", "fen_alg3")
@@ -75,7 +76,7 @@ def frame(cells: list[Cell], status: pd.DataFrame, runs: dict) -> pd.DataFrame:
         st = status.iloc[i]
         done = runs.get(i, []) if st["status"] == "ok" else []
         rows.append({**c.keys, "status": st["status"], "reason": st["reason"],
-                     "acc": _per_seed(done, lambda r: tail_accuracy(metrics_frame(r))),
+                     "acc": _per_seed(done, lambda r: tail_accuracy(run_metrics(r.folder))),
                      "nnz": _per_seed(done, lambda r: r.summary["final"]["cum_up_nonzeros"] / FEN_T2_UNIT)})
     return pd.DataFrame(rows)
 

@@ -24,6 +24,7 @@ from fedrepro.config import CONF_DIR
 from fedrepro.data.loaders import unavailable
 from fedrepro.reports.figures import panel_grid
 from fedrepro.reports.grid import Cell
+from fedrepro.results import run_metrics
 
 EXPERIMENTS = CONF_DIR / "experiment" / "fen"  # conf/experiment/fen/<dataset>.yaml: each dataset's setting
 
@@ -122,10 +123,6 @@ def table_grid(reference: pd.DataFrame, participation: str, profile: str, data_r
     """A run per (dataset, split, algorithm) row of a paper's table."""
     rows = reference[KEYS].drop_duplicates()
     return [cell(dict(r), participation, profile, data_root=data_root) for _, r in rows.iterrows()]
-
-
-def metrics_frame(run) -> pd.DataFrame:
-    return pd.read_csv(Path(run.folder) / "metrics.csv")
 
 
 def tail_mean(frame: pd.DataFrame, column: str) -> float:
@@ -307,7 +304,7 @@ def group_panels(cells: list[Cell], summaries: dict, row_keys: list[str], label_
             panels[row] = {}
         status = runs[0].summary["status"]
         label = c.keys[label_key] + ("" if status == "finished" else f" ({status})")
-        panels[row][label] = metrics_frame(runs[0])
+        panels[row][label] = run_metrics(runs[0].folder)
     return panels
 
 

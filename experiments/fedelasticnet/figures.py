@@ -37,7 +37,7 @@ import torch
 import fedrepro.runner
 from experiments.fedelasticnet.claims import CHECKS, FEN_T2_UNIT
 from experiments.fedelasticnet.common import (ACCURACY, IMAGE4, LABELS, PARTICIPATION, SIX, cell, dataset_reason,
-                                              draw_curves, draw_reason, group_panels, metrics_frame,
+                                              draw_curves, draw_reason, group_panels,
                                               new_figure, panels_figure, run_overrides, runnable_datasets,
                                               save, selection, table_grid, tail_accuracy, titled)
 from fedrepro import store
@@ -48,6 +48,7 @@ from fedrepro.reports.claims import claims_markdown, evaluate_claims
 from fedrepro.reports.figures import figure_dir
 from fedrepro.reports.grid import Cell, refuse_done_only
 from fedrepro.reports.reference import load_reference
+from fedrepro.results import run_metrics
 
 ALL_SPLITS = ["iid", "dirichlet0.6", "dirichlet0.3"]
 # figure: (datasets, splits, participation, claims checked on its runs)
@@ -133,7 +134,7 @@ def accuracy_figure(number: str, results) -> Path:
     args = results.options
     _, splits, participation, claims = ACCURACY_FIGURES[number]
     cells, notes = accuracy_cells(number, args)
-    ours, summaries = results.measure(cells, lambda run: tail_accuracy(metrics_frame(run)))
+    ours, summaries = results.measure(cells, lambda run: tail_accuracy(run_metrics(run.folder)))
     title = (f"FedElasticNet Fig. {number}: test accuracy (mean of all clients' models) against the round, "
              f"{PARTICIPATION[participation]} participation, profile={args.profile}, data: "
              f"{data_names(summaries)}, seed 0")
@@ -274,11 +275,11 @@ def sweep_figure(number: str, results) -> Path:
     _, note, suffix = figure_dataset(args)
     cells = sweep_cells(number, args)
     nnz, summaries = results.measure(cells, lambda run: run.summary["final"]["cum_up_nonzeros"] / FEN_T2_UNIT)
-    acc, _ = results.measure(cells, lambda run: tail_accuracy(metrics_frame(run)))
+    acc, _ = results.measure(cells, lambda run: tail_accuracy(run_metrics(run.folder)))
     frame = nnz[["algorithm_key", "lambda1", "status"]].assign(nnz=nnz["ours_mean"], acc=acc["ours_mean"])
     fig, axes = new_figure(3, f"FedElasticNet Fig. {number} ({NAMES[alg]}): lambda1 sweep, {note}, Dirichlet (.3), "
                               f"10 %, other values from Table 5, profile={args.profile}", ncols=3)
-    curves = {f"lambda1={c.keys['lambda1']:g}": metrics_frame(summaries[i][0])
+    curves = {f"lambda1={c.keys['lambda1']:g}": run_metrics(summaries[i][0].folder)
               for i, c in enumerate(cells) if summaries.get(i)}
     draw_curves(axes[0], "test accuracy (seed 0)", curves, ACCURACY, "test accuracy")
     ok = frame[frame["status"] == "ok"]
@@ -336,7 +337,7 @@ def cost_figures(results) -> list[Path]:
         paths.append(save(fig, out / f"fedelasticnet_costs_{d}_{s}_{args.participation}.png"))
     for i, runs in summaries.items():
         for run in runs[:1]:
-            per_round.append(metrics_frame(run).assign(
+            per_round.append(run_metrics(run.folder).assign(
                 **{k: cells[i].keys[k] for k in ("dataset_key", "split_key", "algorithm_key")},
                 final_cum_up_nonzeros=run.summary["final"]["cum_up_nonzeros"]))
     for line in notes:

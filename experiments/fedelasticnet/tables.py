@@ -40,13 +40,14 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from experiments.fedelasticnet.claims import CHECKS, FEN_T2_UNIT
-from experiments.fedelasticnet.common import (KEYS, PARTICIPATION, SETTINGS, group_panels, metrics_frame,
+from experiments.fedelasticnet.common import (KEYS, PARTICIPATION, SETTINGS, group_panels,
                                               panels_figure, selection, setting_notes, table_grid, tail_accuracy,
                                               titled)
 from fedrepro.reports.claims import claims_markdown, evaluate_claims
 from fedrepro.reports.grid import Cell, executed_on
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, to_markdown, write_table
+from fedrepro.results import run_metrics
 
 # a name under "fedrepro": its loggers' setup (reports.cli) shows these lines
 log = logging.getLogger("fedrepro.experiments")
@@ -180,7 +181,7 @@ def nonzero_claims(results, cells, ours):
 
 def marginal_claim(results, cells, ours):
     """REV-R4-3 on the table's cost beside the same runs' tail accuracy (points)."""
-    acc, _ = results.measure(cells, lambda run: tail_accuracy(metrics_frame(run)))
+    acc, _ = results.measure(cells, lambda run: tail_accuracy(run_metrics(run.folder)))
     frame = ours.merge(acc[KEYS + ["ours_mean"]].rename(columns={"ours_mean": "acc"}), on=KEYS, how="left")
     return [(["REV-R4-3"], frame)]
 

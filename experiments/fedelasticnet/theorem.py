@@ -26,10 +26,11 @@ import pandas as pd
 import torch
 
 from experiments.feddyn.settings import run_overrides as feddyn_overrides
-from experiments.fedelasticnet.common import metrics_frame, tail_mean
+from experiments.fedelasticnet.common import tail_mean
 from experiments.fedelasticnet.figures import report_claims
 from fedrepro.reports.grid import Cell, every_round
 from fedrepro.reports.tables import markdown_grid
+from fedrepro.results import run_metrics
 
 LAMBDA1 = (0.0, 1e-6, 1e-4, 1e-2)
 FEATURES = (30, 300)
@@ -79,7 +80,7 @@ def optimum(data_overrides: tuple[str, ...], data_root: str) -> tuple[float, int
 
 def tail_loss(run) -> float:
     """R(gamma) averaged over the evaluations in the last 10 % of the rounds."""
-    return tail_mean(metrics_frame(run), "all_train_loss")
+    return tail_mean(run_metrics(run.folder), "all_train_loss")
 
 
 def theorem_frame(cells: list[Cell], status: pd.DataFrame, runs: dict, data_root: str) -> pd.DataFrame:

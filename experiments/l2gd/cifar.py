@@ -33,12 +33,13 @@ import pandas as pd
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.l2gd import settings
 from experiments.l2gd.claims import CHECKS, PAPER_T2
-from experiments.l2gd.common import fmt, metrics, rounds_of, tables_dir
+from experiments.l2gd.common import fmt, rounds_of, tables_dir
 from fedrepro.data.loaders import unavailable
 from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell
 from fedrepro.reports.tables import markdown_grid
+from fedrepro.results import run_metrics
 
 # a name under the fedrepro loggers (reports.cli sets those up), not experiments.*
 log = logging.getLogger("fedrepro.experiments")
@@ -90,7 +91,7 @@ def label(model: str) -> str:
 def curve(run, series: str, n: int) -> pd.DataFrame:
     """The evaluated rounds of one run in the paper's metrics (settings.CIFAR_ASSUMED): round, bits/n,
     train / test loss, test accuracy (%) of the average model, train accuracy (%) where recorded."""
-    m = metrics(run)
+    m = run_metrics(run.folder)
     bits = (m["cum_up_wire_bits"].ffill().fillna(0) + m["cum_down_wire_bits"].ffill().fillna(0)) / n \
         if "cum_up_wire_bits" in m else pd.Series(0.0, index=m.index)
     m = m.assign(bits_per_n=bits)

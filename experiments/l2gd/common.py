@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
-import pandas as pd
 
 import fedrepro  # noqa: F401  (torchvision shim first)
 from fedrepro.reports.grid import configured_rounds
@@ -26,10 +25,6 @@ def tables_dir(results_root) -> Path:
     path = Path(results_root) / "tables"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def metrics(run) -> pd.DataFrame:
-    return pd.read_csv(Path(run.folder) / "metrics.csv")
 
 
 def rounds_of(run) -> tuple[int, int]:

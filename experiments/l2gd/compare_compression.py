@@ -25,12 +25,13 @@ import pandas as pd
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.fedelasticnet import common as fen
 from experiments.l2gd import settings
-from experiments.l2gd.common import metrics, selection_ignored
+from experiments.l2gd.common import selection_ignored
 from fedrepro.data.loaders import unavailable
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell
 from fedrepro.reports.tables import markdown_grid
 from fedrepro.reports.target import stored
+from fedrepro.results import run_metrics
 
 # a name under the fedrepro loggers (reports.cli sets those up), not experiments.*
 log = logging.getLogger("fedrepro.experiments")
@@ -83,13 +84,13 @@ def alg3_bits(runs: list) -> tuple[float, int]:
     """(Alg. 3's mean uplink wire bits per message over the seeds run, d)."""
     per = []
     for run in runs:
-        last = metrics(run).dropna(subset=["cum_up_messages"]).iloc[-1]
+        last = run_metrics(run.folder).dropna(subset=["cum_up_messages"]).iloc[-1]
         per.append(float(last["cum_up_wire_bits"]) / max(float(last["cum_up_messages"]), 1.0))
     return float(np.mean(per)), int(runs[0].summary["dim"])
 
 
 def read(run) -> pd.DataFrame:
-    m = metrics(run)
+    m = run_metrics(run.folder)
     m = m.assign(cum_up_wire_bits=m["cum_up_wire_bits"].ffill().fillna(0))
     m = m.dropna(subset=[ACC])
     return pd.DataFrame({"round": m["round"].astype(int), "up_bits": m["cum_up_wire_bits"].astype(float),

@@ -26,13 +26,14 @@ import pandas as pd
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.l2gd import settings
 from experiments.l2gd.claims import CHECKS
-from experiments.l2gd.common import fmt, mean_or_nan, metrics, rounds_of
+from experiments.l2gd.common import fmt, mean_or_nan, rounds_of
 from fedrepro.algorithms import l2gd as theory
 from fedrepro.data.loaders import unavailable
 from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell
 from fedrepro.reports.tables import markdown_grid
+from fedrepro.results import run_metrics
 
 # a name under the fedrepro loggers (reports.cli sets those up), not experiments.*
 log = logging.getLogger("fedrepro.experiments")
@@ -86,7 +87,7 @@ def cells(fig: settings.LogisticFigure, data_root: str, eta: dict, scale: dict) 
 
 def summarize(run) -> dict:
     """One run: f at the last iteration (inf when diverged or not finite), communications, bits/n."""
-    m = metrics(run)
+    m = run_metrics(run.folder)
     ran, planned = rounds_of(run)
     finished = run.summary["status"] == "finished"
     last = m.dropna(subset=["personal_loss"]).iloc[-1] if "personal_loss" in m else None

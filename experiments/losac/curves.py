@@ -33,6 +33,7 @@ from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.figures import figure_dir, panel_grid
 from fedrepro.reports.grid import Cell, configured_rounds
 from fedrepro.reports.tables import markdown_grid
+from fedrepro.results import run_metrics
 
 # not __name__: experiments.* is outside the `fedrepro` loggers that reports.cli sets up
 log = logging.getLogger("fedrepro.experiments")
@@ -110,7 +111,7 @@ def frame(cell_list: list[Cell], status: pd.DataFrame, runs: dict) -> tuple[pd.D
         if done:
             per_seed = []
             for j, run in enumerate(done):
-                curve = read_curve(pd.read_csv(run.folder / "metrics.csv"))
+                curve = read_curve(run_metrics(run.folder))
                 per_seed.append(summarize(curve, run.summary, configured_rounds(run.folder)))
                 if j == 0:
                     curves += [{**cell.keys, **c} for c in curve.to_dict("records")]

@@ -30,6 +30,7 @@ from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.grid import Cell, every_round, mean_interval
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, markdown_grid, to_markdown, write_table
+from fedrepro.results import run_metrics
 
 # not __name__: experiments.* is outside the `fedrepro` loggers that reports.cli sets up
 log = logging.getLogger("fedrepro.experiments")
@@ -122,7 +123,7 @@ def read_run(run) -> dict:
     A diverged run is a result, not a gap: if it never reached 85 % it never will (censored at
     the planned rounds); if it diverged before the round the loss and accuracy are read at, its
     loss there is inf and its accuracy undefined (NaN), which the claims count as worst."""
-    metrics = pd.read_csv(run.folder / "metrics.csv")
+    metrics = run_metrics(run.folder)
     s = run.summary
     planned = int(s["rounds"])
     count = rounds_to_target(metrics, settings.TARGET, COLUMN)

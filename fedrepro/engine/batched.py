@@ -110,13 +110,12 @@ class BatchedExecutor(SequentialExecutor):
     def __init__(self, model: FlatModel, x: torch.Tensor, y: torch.Tensor,
                  client_indices: list[torch.Tensor], *, batch_size: int, weight_decay: float,
                  clip_norm: float | None, seed: int, augment: str | None = None,
-                 precision: str = DEFAULT_PRECISION, client_threads: int = 1):
+                 precision: str = DEFAULT_PRECISION):
         if augment:
             raise ConfigError(f"the batched executor does not augment batches ({augment!r}): "
                               "use train.executor=sequential")
         super().__init__(model, x, y, client_indices, batch_size=batch_size, weight_decay=weight_decay,
-                         clip_norm=clip_norm, seed=seed, augment=augment, precision=precision,
-                         client_threads=client_threads)  # unused: run() below trains the clients together
+                         clip_norm=clip_norm, seed=seed, augment=augment, precision=precision)
         self.mixed = is_mixed(precision)
         self.layers = linear_stack(model)
         self.features = x.reshape(len(x), -1)

@@ -365,22 +365,28 @@ def finished_elsewhere(args: list[str]) -> list[str]:
     accelerator is (a lent GPU machine's runs, experiments/device_runs.py), the overrides of
     that run: the accelerator is in the run key (its numbers differ in rounding), so a table
     reads such a run only through this, and names its device (`executed_on`)."""
+    twin = finished_twin(compose_config(args))
+    return args if twin is None else [*args, f"train.accelerator={twin.train.accelerator}"]
+
+
+def finished_twin(cfg):
+    """The config of `cfg`'s run made on another accelerator, where `cfg`'s own run is not
+    finished in its results root and that one is; else None."""
     from fedrepro import store
     from fedrepro.config import ACCELERATORS, run_key
 
-    def finished(cfg) -> bool:
-        return store.done_summary(store.run_dir(cfg.results_root, run_key(cfg))) is not None
+    def finished(c) -> bool:
+        return store.done_summary(store.run_dir(c.results_root, run_key(c))) is not None
 
-    cfg = compose_config(args)
     if finished(cfg):
-        return args
+        return None
     for other in ACCELERATORS:
         if other not in (cfg.train.accelerator, "gpu", "auto"):  # gpu and auto name cpu / cuda / mps runs
             twin = cfg.copy()  # the accelerator changes nothing else in the config: no second compose
             twin.train.accelerator = other
             if finished(twin):
-                return [*args, f"train.accelerator={other}"]
-    return args
+                return twin
+    return None
 
 
 def _stored(args: list[list[str]], labels: list[str], *, owned: bool = True) -> list:
