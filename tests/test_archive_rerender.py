@@ -1,8 +1,9 @@
 """The archive re-renders what is committed: restore the archived runs into an empty results
 store, render a target with --done-only (nothing trains), and the table, its CSV and its claims
 come out byte for byte as committed in docs/measured/. The samples: FedElasticNet Table 2's
-CIFAR-10 rows and the whole table as `make restore` then `make table2 DONE_ONLY=1` renders it
-(quick; every row whose run is archived, the rest "not computed yet")."""
+CIFAR-10 rows, the whole table as `make restore` then `make table2 DONE_ONLY=1` renders it
+(quick; every row whose run is archived, the rest "not computed yet"), and its MNIST rows at the
+paper profile."""
 import os
 from pathlib import Path
 
@@ -23,6 +24,7 @@ def _have(*folders: str) -> bool:
 @pytest.mark.parametrize("selection, committed, folders", [
     (["--datasets", "cifar10"], "fedelasticnet_table2_cifar10", ("CIFAR10",)),
     ([], "fedelasticnet_table2", ("CIFAR10", "MNIST", "EMNIST", "shakespeare")),  # make table2's default
+    (["--datasets", "mnist", "--profile", "paper"], "fedelasticnet_table2_paper_mnist", ("MNIST",)),
 ])
 def test_restored_runs_render_the_committed_table_byte_for_byte(selection, committed, folders, tmp_path,
                                                                 monkeypatch, capsys):
@@ -35,7 +37,7 @@ def test_restored_runs_render_the_committed_table_byte_for_byte(selection, commi
                     f"repository; here it is {data_root}")
     restored, _ = restore(tmp_path)
     assert restored, "the archive restored nothing"
-    assert experiments_main(["fen", "table2", "--profile", "quick", *selection, "--done-only",
+    assert experiments_main(["fen", "table2", "--profile", "quick", *selection, "--done-only",  # a later --profile wins
                              "--results-root", str(tmp_path), "--data-root", data_root]) == 0
     capsys.readouterr()
     for suffix in (".md", ".csv", "_claims.md", "_runs.csv"):
