@@ -34,7 +34,7 @@ Interval = tuple  # (lo, hi) bounds of a gain
 
 
 # ---------------------------------------------------------------------------------------------
-# Comparisons under censoring
+# Comparisons under censoring and seed noise
 
 
 # Seed noise. A count is where one seed's curve first crosses the target; near a plateau a small
@@ -52,7 +52,7 @@ def greater(a: Interval, b: Interval, noise: float = NOISE) -> Optional[bool]:
     within the noise is undecided)."""
     if a[0] > b[1] * (1 + noise):
         return True
-    if a[1] * (1 + noise) <= b[0] or (noise == 0 and a[1] <= b[0]):
+    if a[1] * (1 + noise) <= b[0]:
         return False
     return None
 
