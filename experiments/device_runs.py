@@ -3,7 +3,7 @@
     python -m experiments.device_runs plan fen-table2 feddyn-table1 ... --profile quick \
         --datasets cifar10 --skip participation=p100 > runs.json      # here: what is not done yet
     python -m experiments.device_runs run runs.json --jobs 8 --stop-launching 400 --deadline 480 \
-        --results-root /tmp/rr --bundle $OUT/runs.tar.gz                # there: train, bundle
+        --results-root device-results --bundle $OUT/runs.tar.gz        # there: train, bundle
     tar -xzf runs.tar.gz -C docs/measured/runs                        # here: into the run archive
 
 `plan` lists the runs the named targets need that are not finished here (on any accelerator),
@@ -65,8 +65,8 @@ def _device_overrides(overrides: list[str], results_root: str, accelerator: str)
 
 def run(argv: list[str]) -> int:
     from fedrepro.archive import save
-    from fedrepro.reports.cli import count
     from fedrepro.config import compose_config, run_key
+    from fedrepro.reports.cli import count
 
     ap = argparse.ArgumentParser(prog="python -m experiments.device_runs run")
     ap.add_argument("plan", type=Path)
