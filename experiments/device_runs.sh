@@ -14,8 +14,8 @@
 # root the plan's runs name), checks them against CHECKSUMS.sha256, installs the carried wheels
 # (hydra-core, omegaconf, antlr4, zstandard: that machine lacks them) and runs
 # `python -m experiments.device_runs run PLAN`; $OUT/runs.tar.gz holds the finished runs.
-# JOBS, STOP_LAUNCHING, DEADLINE and ACCELERATOR pass through. Locally, ACCELERATOR=cpu with STASH and
-# DATA in /tmp checks it.
+# JOBS, STOP_LAUNCHING, DEADLINE and ACCELERATOR pass through; MPS=1 starts NVIDIA MPS first.
+# Locally, ACCELERATOR=cpu with STASH and DATA in /tmp checks it.
 set -u
 STEP=${1:?split [BYTES], stash or run PLAN}
 STASH=${STASH:-/root/devchunks}
@@ -44,9 +44,16 @@ case "$STEP" in
     fi
     export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
     { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; nproc; } | tee -a "$OUT/run.log"
+    # MPS=1: NVIDIA MPS lets the processes' kernels run at once instead of time-slicing the GPU
+    # (8 processes without it finished runs at 2.2x one process's rate: docs/performance.md)
+    if [ "${MPS:-0}" = 1 ]; then
+      nvidia-cuda-mps-control -d && timeout 90 $PY -c "import torch; print('MPS ok', torch.ones(9, device='cuda').sum().item())" \
+        || { echo quit | nvidia-cuda-mps-control; echo "MPS did not start: time-slicing"; }
+    fi 2>&1 | tee -a "$OUT/run.log"
     $PY -m experiments.device_runs run "$PLAN" --jobs "${JOBS:-8}" --stop-launching "${STOP_LAUNCHING:-400}" \
       --deadline "${DEADLINE:-480}" --accelerator "${ACCELERATOR:-cuda}" --results-root "$SCRATCH/rr" \
       --logs "$SCRATCH/logs" --bundle "$OUT/runs.tar.gz" 2>&1 | tee -a "$OUT/run.log"
+    [ "${MPS:-0}" = 1 ] && echo quit | nvidia-cuda-mps-control 2>/dev/null
     tail -n 3 "$SCRATCH"/logs/*.log > "$OUT/run_tails.log" 2>/dev/null
     ls -la "$OUT";;
   *) echo "unknown step $STEP: split [BYTES], stash or run PLAN"; exit 2;;

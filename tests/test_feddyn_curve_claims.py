@@ -69,6 +69,25 @@ def test_f1_1_argmax_with_a_tie_and_f1_2_spread():
     assert verdict == "fails" and "max - min = 0.20" in detail
 
 
+def test_f1_1_ties_by_the_gap_whatever_alpha_01s_rank():
+    third_but_close = {"alpha=0.001": 66.06, "alpha=0.01": 66.03, "alpha=0.1": 65.93}  # CIFAR-10 at quick
+    verdict, detail = judge(1, [panel("(a)", third_but_close)])["FDY-F1-1"]
+    assert verdict == "holds (tie)" and "alpha=0.1 within 0.3 point" in detail
+
+
+def test_f1_2_a_curve_still_rising_where_the_profile_stopped_it_is_censored():
+    def rising(horizon: int) -> figures.Panel:
+        p = panel("(a)", {})
+        for label, final in {"alpha=0.001": 66.0, "alpha=0.01": 66.1, "alpha=0.1": 65.9}.items():
+            p.cells[label] = Cell({"curve": label}, [f"train.rounds={horizon}"])
+            p.curves[label] = curve(final, rounds=20).assign(
+                all_test_acc=lambda d: d["round"] * final / 2000)  # rising to the last round
+        return p
+    verdict, detail = judge(1, [rising(1000)])["FDY-F1-2"]
+    assert verdict == "not evaluated" and "stopped at round 20 of 1000" in detail and "censoring" in detail
+    assert judge(1, [rising(20)])["FDY-F1-2"][0] == "fails"  # the paper's horizon reached: not converging
+
+
 def test_f2_2_needs_a_five_point_gap_between_act_and_all():
     full = panel("100 %", {"FedDyn": 98.0, "FedSplit Act": 97.0}, participation=1.0)
     tenth = panel("10 %", {"FedDyn": 98.0, "FedSplit Act": 96.0, "FedSplit All": 90.0})

@@ -285,6 +285,23 @@ def test_rev_r2_3_asks_parity_and_sparsity_at_every_level_and_a_smaller_drop_tha
     assert CHECKS["REV-R2-3"](_skew_frame(missing, nnz))[0] == "not evaluated"
 
 
+def test_figure_accuracy_comparisons_are_decided_only_beyond_the_seed_spread():
+    """A tail-mean comparison within ACC_NOISE of its bound is undecided, not a verdict on noise."""
+    def curves(acc: dict) -> pd.DataFrame:
+        return pd.DataFrame([{"dataset_key": "cifar10", "split_key": "dirichlet0.3", "participation": "p10",
+                              "algorithm_key": a, "status": "ok", "ours_mean": v} for a, v in acc.items()])
+    base = {"fedprox": 50.0, "scaffold": 50.0, "feddyn": 50.0, "fen_alg1": 49.0, "fen_alg2": 50.0, "fen_alg3": 50.0}
+    assert CHECKS["FEN-F1-2"](curves(base))[0] == "holds"  # a 1 point gap
+    verdict_, detail = CHECKS["FEN-F1-2"](curves({**base, "fen_alg1": 49.9}))  # 0.1 point: noise
+    assert verdict_ == "not evaluated" and "seed spread" in detail
+    assert CHECKS["FEN-F1-2"](curves({**base, "fen_alg1": 50.5}))[0] == "fails"
+    assert CHECKS["FEN-F1-1"](curves({**base, "fen_alg3": 48.9}))[0] == "not evaluated"  # 1.1 from FedDyn
+    assert CHECKS["FEN-F1-1"](curves({**base, "fen_alg3": 48.5}))[0] == "fails"
+    assert CHECKS["REV-R1-6"](curves({**base, "fen_alg3": 48.5}))[0] == "holds"  # 1.5 below FedDyn
+    assert CHECKS["REV-R1-6"](curves({**base, "fen_alg3": 48.9}))[0] == "not evaluated"
+    assert CHECKS["REV-R1-6"](curves({**base, "fen_alg1": 49.5}))[0] == "fails"
+
+
 def test_rev_r4_3_confirms_the_reviewer_only_for_small_reductions_without_accuracy_gain():
     def table(costs: dict, accs: dict) -> pd.DataFrame:
         return pd.DataFrame([{"dataset_key": "mnist", "split_key": "iid", "algorithm_key": a, "status": "ok",

@@ -541,11 +541,12 @@ def _curve_results(ours: pd.DataFrame, needed: tuple, rule) -> tuple[list, int, 
 
 
 def _every(results: list, statement: str, *, expected: int, need: str = "", reasons: str = "",
-           extra: str = TAIL) -> tuple[str, str]:
+           extra: str = TAIL, undecided_why: str = "") -> tuple[str, str]:
     """All curves' results must hold (claims.every; a panel without its runs leaves the claim
     undecided), with the tail's definition as a note."""
+    nothing = f"no panel has {need or 'its curves'}" + (f": {reasons}" if reasons else "")
     return shared.every(results, statement, expected=expected, need=need, reasons=reasons, extra=extra, strict=True,
-                        nothing=f"no panel has {need or 'its curves'}" + (f": {reasons}" if reasons else ""))
+                        undecided_why=undecided_why, nothing=nothing)
 
 
 def _pct(x: float) -> str:
@@ -570,6 +571,11 @@ def _alphas(ours: pd.DataFrame) -> tuple[dict, str]:
     return done, _reasons(_lacking(rows, list(rows["curve"])))
 
 
+# Points: two alphas' best accuracies closer than this are a tie (the seed-to-seed spread of tail
+# accuracies is 0.05-0.25 points on MNIST at quick: fedelasticnet_ablations.md)
+TIE = 0.3
+
+
 @CHECKS.register("FDY-F1-1")
 def fdy_f1_1(ours):
     done, lacking = _alphas(ours)
@@ -577,11 +583,11 @@ def fdy_f1_1(ours):
         return "not evaluated", f"needs every alpha's run; {lacking or 'fewer than two alphas ran'}"
     best = sorted(((r.best, a) for a, r in done.items()), reverse=True)
     text = "best test accuracy over rounds: " + ", ".join(f"alpha={a:g} {_pct(b)}" for b, a in best)
-    (top, a_top), (second, a_second) = best[0], best[1]
+    (top, a_top), (second, _) = best[0], best[1]
     if a_top == 0.1:
-        return ("holds (tie)" if top - second < 0.3 else "holds"), text + f" (seed 0; top two {top - second:.2f} apart)"
-    if a_second == 0.1 and top - second < 0.3:
-        return "holds (tie)", text + f" (seed 0; alpha=0.1 within 0.3 point of alpha={a_top:g})"
+        return ("holds (tie)" if top - second < TIE else "holds"), text + f" (seed 0; top two {top - second:.2f} apart)"
+    if 0.1 in done and top - done[0.1].best < TIE:  # whatever its rank: a seed could reorder them
+        return "holds (tie)", text + f" (seed 0; alpha=0.1 within {TIE} point of alpha={a_top:g})"
     return "fails", text + f" (seed 0): alpha={a_top:g} is best, not 0.1"
 
 
@@ -590,13 +596,22 @@ def fdy_f1_2(ours):
     done, lacking = _alphas(ours)
     if len(done) < 2 or lacking:
         return "not evaluated", f"needs every alpha's run; {lacking or 'fewer than two alphas ran'}"
-    results = [(f"alpha={a:g}", bool(r.finite and abs(r.tail - r.prev_tail) <= 0.5),
-                f"last 10 % {_pct(r.tail)} vs the 10 % before {_pct(r.prev_tail)}") for a, r in sorted(done.items())]
+    def plateau(r) -> bool | None:
+        # still rising where the profile stopped it short of the paper's rounds: censored, not a failure
+        flat = bool(r.finite and abs(r.tail - r.prev_tail) <= 0.5)
+        return True if flat else None if r.finite and r.rounds < r.horizon else False
+
+    results = [(f"alpha={a:g}", plateau(r), f"last 10 % {_pct(r.tail)} vs the 10 % before {_pct(r.prev_tail)}"
+                + (f", stopped at round {r.rounds} of {r.horizon:g}" if plateau(r) is None else ""))
+               for a, r in sorted(done.items())]
     finals = [r.final for r in done.values()]
     spread = max(finals) - min(finals)
-    results.append(("spread of final accuracy", spread >= 0.5, f"max - min = {spread:.2f} point(s)"))
+    # the final points are the converged ones only where every alpha plateaued
+    settled = all(out is True for _, out, _ in results)
+    results.append(("spread of final accuracy", spread >= 0.5 if settled or spread >= 0.5 else None,
+                    f"max - min = {spread:.2f} point(s)" + ("" if settled else ", not all converged")))
     return _every(results, "every alpha plateaus (|last 10 % - the 10 % before| <= 0.5) and the alphas' final "
-                  "accuracies spread >= 0.5 point", expected=len(results))
+                  "accuracies spread >= 0.5 point", expected=len(results), undecided_why="censoring")
 
 
 def _participation_panel(ours: pd.DataFrame, participation: float) -> tuple[dict, pd.DataFrame]:

@@ -176,6 +176,13 @@ def fill(panels: list[Panel], results) -> None:
             p.missing[label] = w
 
 
+def _horizon(cell: Cell) -> float:
+    """The rounds the paper's setting asks of this curve (its train.rounds; a profile may stop it
+    sooner), or NaN when the cell names none."""
+    asked = [o.split("=", 1)[1] for o in cell.overrides if o.startswith("train.rounds=")]
+    return float(asked[-1]) if asked else math.nan
+
+
 def _tails(metrics: pd.DataFrame) -> dict:
     """Test accuracy (%) of the evaluated rounds: mean of the last 10 % (at least one round), of
     the 10 % before, best, final; finite unless a value is NaN or infinite."""
@@ -194,7 +201,8 @@ def curve_frame(number: int, panels: list[Panel]) -> pd.DataFrame:
     rows = []
     for p in panels:
         for label in p.cells:
-            base = {"figure": number, "panel": p.title, "participation": p.participation, "curve": label}
+            base = {"figure": number, "panel": p.title, "participation": p.participation, "curve": label,
+                    "horizon": _horizon(p.cells[label])}
             if label in p.curves:
                 rows.append({**base, "status": "ok", **_tails(p.curves[label]), "metrics": p.curves[label]})
             else:

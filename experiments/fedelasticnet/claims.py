@@ -23,7 +23,7 @@ from typing import Callable
 
 import pandas as pd
 
-from fedrepro.reports.claims import Checks, every
+from fedrepro.reports.claims import Checks, every, verdict_of
 from fedrepro.reports.grid import mean_interval
 from fedrepro.reports.reference import ReferenceNotFoundError, load_reference
 from fedrepro.reports.tables import fmt_value
@@ -505,6 +505,17 @@ def fen_s4_1(ours):
 # ---------------------------------------------------------------------------------------------
 # Accuracy (tail means, points)
 
+# Points: the seed-to-seed spread of tail accuracies, measured on MNIST at quick over 5 seeds
+# (fedelasticnet_ablations.md: a run's 5 tail means span 0.05-0.25 points). A comparison of
+# accuracies is decided only beyond it; other datasets' spread is not measured and may be larger.
+ACC_NOISE = 0.25
+
+
+def _clears(x: float, bound: float) -> bool | None:
+    """x >= bound, decided beyond the seeds' spread: True when x clears it by more than
+    ACC_NOISE, False when it misses by more, None (within noise) in between."""
+    return True if x - bound > ACC_NOISE else False if bound - x > ACC_NOISE else None
+
 
 def _settings(ours: pd.DataFrame, keep) -> dict[str, dict[str, float]]:
     """{"mnist/dirichlet0.3/p10": {algorithm: accuracy}} of the ok rows where keep(d, s, p)."""
@@ -517,16 +528,13 @@ def _settings(ours: pd.DataFrame, keep) -> dict[str, dict[str, float]]:
     return out
 
 
-def _verdict(results: list[tuple[str, bool, str]], statement: str, scope: str) -> tuple[str, str]:
-    """Aggregate (setting, held, numbers) results: fails if any fails."""
+def _verdict(results: list[tuple[str, bool | None, str]], statement: str, scope: str) -> tuple[str, str]:
+    """Aggregate (setting, held, numbers) results (`_clears`): any False fails, else any None
+    leaves the claim undecided."""
     if not results:
         return "not evaluated", f"no setting of the scope ({scope}) has the runs this needs"
-    failed = [f"{s} ({t})" for s, ok, t in results if not ok]
-    held = [f"{s} ({t})" for s, ok, t in results if ok]
-    lines = [f"{statement}: holds in {len(held)} of {len(results)} settings evaluated (scope: {scope})"]
-    lines += ["fails: " + "; ".join(failed)] if failed else []
-    lines += ["holds: " + "; ".join(held)] if held else []
-    return ("fails" if failed else "holds"), "\n".join(lines)
+    return verdict_of(results, f"{statement} (scope: {scope}; decided beyond {ACC_NOISE} points)",
+                      undecided_why=f"noise (within the {ACC_NOISE} point seed spread of its bound)")
 
 
 def _dir3_images(d, s, p):
@@ -535,14 +543,14 @@ def _dir3_images(d, s, p):
 
 @CHECKS.register("FEN-F1-1")
 def fen_f1_1(ours):
-    res = [(k, abs(a["fen_alg3"] - a["feddyn"]) <= 1, f"fen_alg3 {a['fen_alg3']:.2f} vs feddyn {a['feddyn']:.2f}")
+    res = [(k, _clears(1, abs(a["fen_alg3"] - a["feddyn"])), f"fen_alg3 {a['fen_alg3']:.2f} vs feddyn {a['feddyn']:.2f}")
            for k, a in _settings(ours, _dir3_images).items() if {"fen_alg3", "feddyn"} <= set(a)]
     return _verdict(res, "|acc(fen_alg3) - acc(feddyn)| <= 1 point", "image datasets, Dirichlet (.3), 10 %")
 
 
 @CHECKS.register("FEN-F1-2")
 def fen_f1_2(ours):
-    res = [(k, a["fedprox"] - a["fen_alg1"] > 0, f"gap fedprox - fen_alg1 = {a['fedprox'] - a['fen_alg1']:+.2f}")
+    res = [(k, _clears(a["fedprox"] - a["fen_alg1"], 0), f"gap fedprox - fen_alg1 = {a['fedprox'] - a['fen_alg1']:+.2f}")
            for k, a in _settings(ours, lambda d, s, p: d in ("cifar10", "cifar100") and _dir3_images(d, s, p)).items()
            if {"fedprox", "fen_alg1"} <= set(a)]
     return _verdict(res, "acc(fedprox) > acc(fen_alg1)", "CIFAR-10/100, Dirichlet (.3), 10 %")
@@ -553,7 +561,7 @@ def _pairs_within(ours, keep, margin: float, scope: str, skip=lambda setting, ba
     for k, a in _settings(ours, keep).items():
         for base, variant in BASES:
             if {base, variant} <= set(a) and not skip(k, base):
-                res.append((f"{k} {variant}", a[variant] >= a[base] - margin,
+                res.append((f"{k} {variant}", _clears(a[variant], a[base] - margin),
                             f"{variant} {a[variant]:.2f} vs {base} {a[base]:.2f}"))
     return _verdict(res, f"acc(variant) >= acc(base) - {margin:g} points", scope)
 
@@ -572,7 +580,7 @@ def fen_f6_1(ours):
 
 @CHECKS.register("FEN-S4-2")
 def fen_s4_2(ours):
-    res = [(k, a["fen_alg3"] >= max(a["fen_alg1"], a["fen_alg2"]) - 1,
+    res = [(k, _clears(a["fen_alg3"], max(a["fen_alg1"], a["fen_alg2"]) - 1),
             f"fen_alg3 {a['fen_alg3']:.2f}, fen_alg1 {a['fen_alg1']:.2f}, fen_alg2 {a['fen_alg2']:.2f}")
            for k, a in _settings(ours, _dir3_images).items() if {"fen_alg1", "fen_alg2", "fen_alg3"} <= set(a)]
     return _verdict(res, "acc(fen_alg3) >= max(acc(fen_alg1), acc(fen_alg2)) - 1 point",
@@ -581,24 +589,29 @@ def fen_s4_2(ours):
 
 @CHECKS.register("REV-R1-6")
 def rev_r1_6(ours):
-    # The reviewer's point is confirmed ("holds") when some variant trails its base by > 1 point.
-    worse, compared = [], 0
+    # The reviewer's point is confirmed ("holds") when some variant trails its base by > 1 point
+    # beyond the seeds' spread; with none, a pair within the spread of that bound leaves it open.
+    worse, close, compared = [], [], 0
     for k, a in _settings(ours, lambda d, s, p: True).items():
         for base, variant in BASES:
             if {base, variant} <= set(a):
                 compared += 1
-                if a[variant] < a[base] - 1:
-                    worse.append(f"{k} {variant} {a[variant]:.2f} < {base} {a[base]:.2f} - 1")
+                below = _clears(a[base] - 1, a[variant])
+                (worse if below else close if below is None else []).append(
+                    f"{k} {variant} {a[variant]:.2f} vs {base} {a[base]:.2f} - 1")
     if not compared:
         return "not evaluated", "no (base, variant) pair with ok runs"
-    head = f"{len(worse)} of {compared} (setting, pair) comparisons have the variant > 1 point below its base"
-    return ("holds" if worse else "fails"), "\n".join([head] + (["; ".join(worse)] if worse else []))
+    head = (f"{len(worse)} of {compared} (setting, pair) comparisons have the variant > 1 point below its base "
+            f"(beyond {ACC_NOISE} points)" + (f", {len(close)} within that spread of the bound" if close else ""))
+    verdict = "holds" if worse else "not evaluated" if close else "fails"
+    body = [f"{name}: " + "; ".join(items) for name, items in (("below", worse), ("within noise", close)) if items]
+    return verdict, "\n".join([("undetermined: " if verdict == "not evaluated" else "") + head] + body)
 
 
 @CHECKS.register("REV-R2-4")
 def rev_r2_4(ours):
     # Confirmed in a setting when acc(scaffold) >= acc(alg3) - 0.5; holds if confirmed in all.
-    res = [(k, a["scaffold"] >= a["fen_alg3"] - 0.5, f"scaffold - fen_alg3 = {a['scaffold'] - a['fen_alg3']:+.2f}")
+    res = [(k, _clears(a["scaffold"], a["fen_alg3"] - 0.5), f"scaffold - fen_alg3 = {a['scaffold'] - a['fen_alg3']:+.2f}")
            for k, a in _settings(ours, lambda d, s, p: p == "p10" and s in ("dirichlet0.3", "natural")).items()
            if {"scaffold", "fen_alg3"} <= set(a)]
     return _verdict(res, "acc(scaffold) >= acc(fen_alg3) - 0.5 (reviewer confirmed)",
@@ -965,7 +978,6 @@ def rev_r2_3(ours):
 # Reviewer 4: are the improvements marginal? Tables 2-4's cost beside the same runs' accuracy.
 
 MARGINAL = 0.10  # the catalogue's reading: a median cost reduction under 10 % is marginal
-ACC_NOISE = 0.25  # points: the seed-to-seed spread of tail accuracies (fedelasticnet_ablations.md)
 
 
 def _marginal_pair(ours: pd.DataFrame, variant: str, bases: tuple[str, ...]):

@@ -27,6 +27,10 @@ from fedrepro.models.mlp import MLP, binary_logistic, logistic
 
 
 LARGE_EVAL_BATCH = 10_000
+# On a GPU several training processes share one card (experiments/device_runs.py): with batches of
+# 10 000 a CIFAR-10 CNN process held 6-13 GB and 15 processes ran out of an H100's memory; with
+# 2 500 (a quarter of the activations) 12 ran on one without (2026-11-27, docs/performance.md).
+GPU_EVAL_BATCH = 2_500
 
 
 class FlatModel:
@@ -81,10 +85,10 @@ class FlatModel:
         return twin
 
     def eval_batch_on(self, device: torch.device) -> int:
-        """The evaluation batch on `device`: `eval_batch` on the CPU, LARGE_EVAL_BATCH elsewhere (on
+        """The evaluation batch on `device`: `eval_batch` on the CPU, GPU_EVAL_BATCH elsewhere (on
         an H100, batches of 10 000 evaluated every bench model fastest: the CNN 3.3x and the LSTM
         3.0x faster than in batches of 250; docs/performance.md, "On a GPU")."""
-        return self.eval_batch if torch.device(device).type == "cpu" else LARGE_EVAL_BATCH
+        return self.eval_batch if torch.device(device).type == "cpu" else GPU_EVAL_BATCH
 
     def flatten_module(self) -> torch.Tensor:
         """The module's current (initialized) parameters as one vector."""
