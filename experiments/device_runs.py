@@ -6,13 +6,14 @@
         --results-root device-results --bundle $OUT/runs.tar.gz        # there: train, bundle
     tar -xzf runs.tar.gz -C docs/measured/runs                        # here: into the run archive
 
-`plan` lists the runs the named targets need that are not finished here (on any accelerator),
-once each, in the order the targets are named (the most wanted first). `run` starts them in that
-order, `--jobs` at a time, each a process with `--threads` torch threads and
+`plan` lists the runs the named targets need that have no outcome here (finished or diverged, on
+any accelerator), once each, in the order the targets are named (the most wanted first). `run`
+starts them in that order, `--jobs` at a time, each a process with `--threads` torch threads and
 `train.accelerator=cuda`, so their run keys name the GPU (its numbers agree with the CPU's to float
 rounding only); a table reads such a run where its own is missing and names the device
-(`grid.finished_elsewhere`). On one H100 8 jobs fit (a CIFAR-10 CNN process holds 6-13 GB of its
-memory; 15 ran out of it) and share it by time-slicing: docs/performance.md. No run starts after
+(`grid.finished_elsewhere`). On one H100 12 jobs fit (with 10 000-sample evaluation batches a
+CIFAR-10 CNN process held 6-13 GB and 15 ran out of its memory; now 2 500 on a GPU) and share it
+best under NVIDIA MPS (device_runs.sh's MPS=1): docs/performance.md. No run starts after
 `--stop-launching` seconds; runs still going at `--deadline` are stopped (their folders stay
 behind, unfinished, and are not bundled). The finished runs' small files (`fedrepro.archive`:
 config, summary, metrics, partition) go into one tarball laid out as the run archive, since a
@@ -29,6 +30,11 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+
+# A run's final outcomes (fedrepro.status.run_state): a diverged run is reused, never recomputed,
+# so planning it again only spends GPU time on the same divergence.
+FINAL = ("done", "diverged")
 
 
 def plan(argv: list[str]) -> int:
@@ -50,7 +56,7 @@ def plan(argv: list[str]) -> int:
         for r in targets.plan(target, options):
             if r["key"] in planned or any(s in r["overrides"] for s in ours.skip):
                 continue
-            if run_status(r, options)["state"] == "done":  # here, or on another accelerator
+            if run_status(r, options)["state"] in FINAL:  # here, or on another accelerator
                 continue
             planned[r["key"]] = {"key": r["key"], "label": r["label"], "target": name, "overrides": r["overrides"]}
     json.dump(list(planned.values()), sys.stdout, indent=1)

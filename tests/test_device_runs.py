@@ -85,3 +85,19 @@ def test_status_and_archive_name_the_run_another_accelerator_finished(tmp_path):
     gpu = _finish(tmp_path, [*TINY, "profile=smoke", "seed=0", "train.accelerator=cuda"], "cuda:0")
     row = run_status(planned, options)
     assert row["state"] == "done" and row["key"] == gpu and "train.accelerator=cuda" in row["detail"]
+
+
+def test_plan_leaves_out_a_run_that_diverged(tmp_path, capsys):
+    """A diverged run is an outcome (reused, never recomputed): planning it again would only
+    spend GPU time on the same divergence."""
+    from experiments import device_runs
+
+    args = ["plan", "feddyn-table6", "--profile", "smoke", "--results-root", str(tmp_path)]
+    assert device_runs.main(args) == 0
+    planned = json.loads(capsys.readouterr().out)
+    first = planned[0]["key"]
+    store.run_dir(tmp_path, first).mkdir(parents=True)
+    store.write_json(store.run_dir(tmp_path, first) / "summary.json",
+                     {"key": first, "status": "diverged", "error": "diverged: local training diverged in round 3"})
+    assert device_runs.main(args) == 0
+    assert [r["key"] for r in json.loads(capsys.readouterr().out)] == [r["key"] for r in planned[1:]]
