@@ -462,9 +462,12 @@ def main(argv=None) -> int:
         batched = w.model["name"] in BATCHED_MODELS
         conv = w.build()[0].channels_last  # a model with convolutions
         fast = "batched" if batched else "sequential"
-        # what a run gets (executor=auto, train.client_threads unset): on the CPU the sequential
-        # executor trains as many clients at once as torch has threads
-        client_threads = threads if device == "cpu" and not batched else 1
+        # what a run gets (executor=auto, train.client_threads unset: torch's threads); the
+        # sequential executor says how many of the round's clients it trains at once (threads_for)
+        client_threads = 1
+        if not batched:
+            probe, jobs = executor_and_jobs(w, fast, client_threads=threads)
+            client_threads = probe.threads_for(jobs)
         # the sequential reference runs one client at a time, the CNN in the plain NCHW layout; the
         # fast path is a run's; all in turns (interleaved_rates), the 2-process row on its own
         runners = {"dataloader": dataloader_runner(w),

@@ -92,10 +92,10 @@ def load_curves(root: str | Path = "results", keys: Optional[Iterable[str]] = No
     keys = sorted(p.name for p in runs.glob("*") if p.is_dir()) if keys is None else list(keys)
     parts = []
     for key in keys:
-        path = runs / key / "metrics.csv"
-        if not path.exists():
+        try:
+            wide = run_metrics(runs / key)
+        except FileNotFoundError:  # a run that logged no round yet
             continue
-        wide = run_metrics(path.parent)
         wide = wide.drop(columns=[c for c in ("step",) if c in wide])  # a copy of round
         value_columns = [c for c in wide.columns if c != "round" and (metrics is None or c in set(metrics))]
         long = wide.melt(id_vars=["round"], value_vars=value_columns, var_name="metric").dropna(subset=["value"])
