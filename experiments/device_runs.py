@@ -13,7 +13,7 @@ starts them in that order, `--jobs` at a time, each a process with `--threads` t
 rounding only); a table reads such a run where its own is missing and names the device
 (`grid.finished_elsewhere`). On one H100 12 jobs fit (with 10 000-sample evaluation batches a
 CIFAR-10 CNN process held 6-13 GB and 15 ran out of its memory; now 2 500 on a GPU) and share it
-best under NVIDIA MPS (device_runs.sh's MPS=1): docs/performance.md. No run starts after
+best under NVIDIA MPS (device_runs.sh starts it): docs/performance.md. No run starts after
 `--stop-launching` seconds; runs still going at `--deadline` are stopped (their folders stay
 behind, unfinished, and are not bundled). The finished runs' small files (`fedrepro.archive`:
 config, summary, metrics, partition) go into one tarball laid out as the run archive, since a

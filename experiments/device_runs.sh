@@ -3,19 +3,20 @@
 #
 # CIFAR-10 (139 MB) is larger than one device call carries (64 MiB with the working tree), so it
 # travels in parts over consecutive calls to the same warm machine:
-#   here:   bash experiments/device_runs.sh split         # .devchunks/{00,01,02}: CIFAR10 as a tar in 50 MB parts
+#   here:   bash experiments/device_runs.sh split         # .devchunks/{00,01,02}: CIFAR10 as a tar in 48.5 MB parts
 #   there:  bash experiments/device_runs.sh stash        # call 1 (carry .devchunks/00), call 2 (01): kept in /root
 #   there:  bash experiments/device_runs.sh run PLAN     # call 3 (carry .devchunks/02, .whl): join, check, train
-# Each call carries the working tree too (tracked files: 33 MB, 19 MB of them the run archive), so
-# for these calls take the archive out of the index and ignore it, and put it back after:
+# Each call carries the working tree too (tracked files on 2026-11-27: 109 MB, 92 MB of them the
+# run archive; the 17 MB left beside a 48.5 MB part stay under a call's 64 MiB), so for these
+# calls take the archive out of the index and ignore it, and put it back after:
 #   git rm -r --cached -q docs/measured/runs && echo /docs/measured/runs/ >> .git/info/exclude
 #   ... the three calls ...;  git reset -q -- docs/measured/runs  (and drop that exclude line)
 # `run` joins the parts into ../shared/data/CIFAR10 beside the repository's copy there (the data
 # root the plan's runs name), checks them against CHECKSUMS.sha256, installs the carried wheels
 # (hydra-core, omegaconf, antlr4, zstandard: that machine lacks them) and runs
 # `python -m experiments.device_runs run PLAN`; $OUT/runs.tar.gz holds the finished runs.
-# JOBS, STOP_LAUNCHING, DEADLINE and ACCELERATOR pass through; MPS=1 starts NVIDIA MPS first.
-# Locally, ACCELERATOR=cpu with STASH and DATA in /tmp checks it.
+# JOBS (12), STOP_LAUNCHING, DEADLINE, ACCELERATOR and MPS (1, the default: start NVIDIA MPS
+# first; 0: not) pass through. Locally, ACCELERATOR=cpu with STASH and DATA in /tmp checks it.
 set -u
 STEP=${1:?split [BYTES], stash or run PLAN}
 STASH=${STASH:-/root/devchunks}
@@ -25,7 +26,7 @@ case "$STEP" in
   split)
     rm -rf .devchunks && mkdir -p .devchunks/all
     tar -C ../shared/data -cf .devchunks/all/cifar10.tar CIFAR10 CHECKSUMS.sha256
-    split -b "${2:-50000000}" -d .devchunks/all/cifar10.tar .devchunks/all/part
+    split -b "${2:-48500000}" -d .devchunks/all/cifar10.tar .devchunks/all/part
     for part in .devchunks/all/part*; do mkdir -p ".devchunks/${part##*part}" && mv "$part" ".devchunks/${part##*part}/"; done
     rm -rf .devchunks/all; du -sh .devchunks/*;;
   stash)
@@ -44,16 +45,16 @@ case "$STEP" in
     fi
     export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
     { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; nproc; } | tee -a "$OUT/run.log"
-    # MPS=1: NVIDIA MPS lets the processes' kernels run at once instead of time-slicing the GPU
+    # NVIDIA MPS lets the processes' kernels run at once instead of time-slicing the GPU
     # (8 processes without it finished runs at 2.2x one process's rate: docs/performance.md)
-    if [ "${MPS:-0}" = 1 ]; then
+    if [ "${MPS:-1}" = 1 ] && [ "${ACCELERATOR:-cuda}" = cuda ]; then
       nvidia-cuda-mps-control -d && timeout 90 $PY -c "import torch; print('MPS ok', torch.ones(9, device='cuda').sum().item())" \
         || { echo quit | nvidia-cuda-mps-control; echo "MPS did not start: time-slicing"; }
     fi 2>&1 | tee -a "$OUT/run.log"
-    $PY -m experiments.device_runs run "$PLAN" --jobs "${JOBS:-8}" --stop-launching "${STOP_LAUNCHING:-400}" \
+    $PY -m experiments.device_runs run "$PLAN" --jobs "${JOBS:-12}" --stop-launching "${STOP_LAUNCHING:-400}" \
       --deadline "${DEADLINE:-480}" --accelerator "${ACCELERATOR:-cuda}" --results-root "$SCRATCH/rr" \
       --logs "$SCRATCH/logs" --bundle "$OUT/runs.tar.gz" 2>&1 | tee -a "$OUT/run.log"
-    [ "${MPS:-0}" = 1 ] && echo quit | nvidia-cuda-mps-control 2>/dev/null
+    [ "${MPS:-1}" = 1 ] && [ "${ACCELERATOR:-cuda}" = cuda ] && echo quit | nvidia-cuda-mps-control 2>/dev/null
     tail -n 3 "$SCRATCH"/logs/*.log > "$OUT/run_tails.log" 2>/dev/null
     ls -la "$OUT";;
   *) echo "unknown step $STEP: split [BYTES], stash or run PLAN"; exit 2;;
