@@ -5,8 +5,10 @@ a few rounds on this machine (or a GPU), and the hours its runs take at the prof
                                [--data-root DIR] [target options: --datasets, --splits, --series ...]
 
 For every target it asks `cells()` for the runs it needs (`fedrepro.reports.target.plan`, the
-list `make status` prints), groups them by dataset, model, client count and participation, and
-times the first run of each group: `fedrepro.run.build_federation` of that run's config on the
+list `make status` prints), groups them by dataset, model, client count, participation and local
+work (local epochs; L2GD's rounds are one local step or one averaging, a fraction of a FedAvg
+round of the same model: ResNet-56's FedAvg round was 240 s here, L2GD's 28 s), and times the
+first run of each group: `fedrepro.run.build_federation` of that run's config on the
 device, one warm-up round, then `--rounds` rounds of `RoundLoop.run_round` without evaluation,
 and one evaluation alone (a run the machine refuses, say for memory, is a row that says why).
 A round then costs train + evaluation / eval_every seconds; a run, that
@@ -42,10 +44,11 @@ log = logging.getLogger("fedrepro.experiments")
 
 
 def group_of(cfg) -> tuple:
-    """What a round's cost depends on most: (dataset, model, clients, participation)."""
+    """What a round's cost depends on most: (dataset, model, clients, participation, local work)."""
     p = cfg.participation
     share = f"{p.cohort_size} a round" if p.cohort_size else f"{p.rate:.0%}"
-    return cfg.dataset.name, cfg.model.name, int(cfg.train.num_clients), share
+    work = "1 step" if cfg.algorithm.name == "l2gd" else f"{cfg.train.local_epochs} epochs"
+    return cfg.dataset.name, cfg.model.name, int(cfg.train.num_clients), share, work
 
 
 def time_run(cfg, device: str, rounds: int) -> dict:
@@ -81,9 +84,9 @@ def target_rows(name: str, argv: list[str], device: str, rounds: int) -> list[di
     for run in targets.plan(target, options):
         groups.setdefault(group_of(run["config"]), []).append(run)
     rows = []
-    for (dataset, model, clients, share), runs in groups.items():
+    for (dataset, model, clients, share, work), runs in groups.items():
         common = {"target": registry.make_name(paper, target), "profile": options.profile, "dataset": dataset,
-                  "model": model, "clients": clients, "participation": share, "runs": len(runs),
+                  "model": model, "clients": clients, "participation": share, "local_work": work, "runs": len(runs),
                   "timed_run": runs[0]["label"]}
         try:
             measured = time_run(runs[0]["config"], device, rounds)
@@ -102,14 +105,14 @@ def target_rows(name: str, argv: list[str], device: str, rounds: int) -> list[di
 
 
 def markdown(frame: pd.DataFrame, where: str) -> str:
-    lines = [[r.target, r.profile, f"{r.dataset} / {r.model}", r.clients, r.participation, r.runs]
+    lines = [[r.target, r.profile, f"{r.dataset} / {r.model}", r.clients, r.participation, r.local_work, r.runs]
              + ([f"{r.seconds_per_round:.2f}", r.rounds_a_run, f"{r.hours_a_run:.2f}", f"{r.hours_all_runs:.1f}"]
                 if not r.refused else [f"not timed: {r.refused}", "", "", ""])
              for r in frame.itertuples()]
-    headers = ["target", "profile", "data / model", "clients", "a round", "runs", "s a round", "rounds a run",
-               "h a run", "h all runs"]
+    headers = ["target", "profile", "data / model", "clients", "a round", "local work", "runs", "s a round",
+               "rounds a run", "h a run", "h all runs"]
     return (f"### What the runs cost on {where} ({time.strftime('%Y-%m-%d')}, {torch.get_num_threads()} threads)\n\n"
-            + markdown_grid(headers, lines, right_align={3, 5, 6, 7, 8, 9}) + "\n")
+            + markdown_grid(headers, lines, right_align={3, 6, 7, 8, 9, 10}) + "\n")
 
 
 def main(argv=None) -> int:

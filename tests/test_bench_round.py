@@ -140,6 +140,18 @@ def test_cost_times_each_group_of_a_target_s_runs_and_says_why_one_is_refused(tm
     assert pd.read_csv(tmp_path / "cost.csv").refused[0] == "needs 9 GiB of client state; 8 GiB is free"
 
 
+def test_cost_groups_runs_by_their_local_work_too():
+    """An L2GD round (one local step or one averaging) and a FedAvg round of the same model differ
+    ninefold (ResNet-56 here), local epochs fivefold: each is timed in a group of its own."""
+    from experiments.cost import group_of
+    from fedrepro.config import compose_config
+
+    l2gd, fedavg, longer = (group_of(compose_config(o)) for o in
+                            (["algorithm=l2gd"], ["algorithm=fedavg"], ["algorithm=fedavg", "train.local_epochs=50"]))
+    assert l2gd[-1] == "1 step" and fedavg[-1] == "10 epochs" and longer[-1] == "50 epochs"
+    assert l2gd[:-1] == fedavg[:-1] == longer[:-1]
+
+
 def test_bench_device_names_the_choices_on_bad_input():
     """--device of `make bench` and experiments.cost: a clear error, before anything is timed."""
     from experiments.bench_round import device_name
