@@ -16,7 +16,8 @@
 # (hydra-core, omegaconf, antlr4, zstandard: that machine lacks them) and runs
 # `python -m experiments.device_runs run PLAN`; $OUT/runs.tar.gz holds the finished runs.
 # JOBS (12), STOP_LAUNCHING, DEADLINE, ACCELERATOR and MPS (1, the default: start NVIDIA MPS
-# first; 0: not) pass through. Locally, ACCELERATOR=cpu with STASH and DATA in /tmp checks it.
+# first; 0: not) pass through; RESULTS is the store (default ~/device-results, kept between calls
+# to a warm machine). Locally, ACCELERATOR=cpu with STASH, DATA and RESULTS in /tmp checks it.
 set -u
 STEP=${1:?split [BYTES], stash or run PLAN}
 STASH=${STASH:-/root/devchunks}
@@ -39,6 +40,9 @@ case "$STEP" in
     cat "$STASH"/part* | tar -C "$DATA" -xf - || exit 1
     (cd "$DATA" && grep CIFAR10/ CHECKSUMS.sha256 | sha256sum -c -) 2>&1 | tee "$OUT/run.log" || exit 1
     SCRATCH=$(mktemp -d)
+    # the store outlives the call on a warm machine: a run stopped at one call's deadline resumes
+    # from its checkpoint in the next call's plan, and finished ones are bundled again, not rerun
+    RESULTS=${RESULTS:-$HOME/device-results}
     if ! $PY -c "import hydra, omegaconf, zstandard" 2>/dev/null; then
       $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SCRATCH/site" .whl/*.whl || exit 1
       export PYTHONPATH="$SCRATCH/site:$PWD"
@@ -52,7 +56,7 @@ case "$STEP" in
         || { echo quit | nvidia-cuda-mps-control; echo "MPS did not start: time-slicing"; }
     fi 2>&1 | tee -a "$OUT/run.log"
     $PY -m experiments.device_runs run "$PLAN" --jobs "${JOBS:-12}" --stop-launching "${STOP_LAUNCHING:-400}" \
-      --deadline "${DEADLINE:-480}" --accelerator "${ACCELERATOR:-cuda}" --results-root "$SCRATCH/rr" \
+      --deadline "${DEADLINE:-480}" --accelerator "${ACCELERATOR:-cuda}" --results-root "$RESULTS" \
       --logs "$SCRATCH/logs" --bundle "$OUT/runs.tar.gz" 2>&1 | tee -a "$OUT/run.log"
     [ "${MPS:-1}" = 1 ] && [ "${ACCELERATOR:-cuda}" = cuda ] && echo quit | nvidia-cuda-mps-control 2>/dev/null
     tail -n 3 "$SCRATCH"/logs/*.log > "$OUT/run_tails.log" 2>/dev/null
