@@ -41,8 +41,9 @@ def test_stacked_evaluation_is_each_model_alone_bit_for_bit(hidden, classes, los
 def test_the_stacked_product_is_used_and_checked(monkeypatch):
     """The shared first-layer product runs (no silent fall-back here, at one thread), and where it
     would differ from a model alone the models are scored one at a time. At two threads some CPUs
-    split the wider stacked product differently from the single one (this machine's did, on this
-    shape): the check then falls back, which the second half tests."""
+    split the wider stacked product differently from the single one (one machine's did, on this
+    shape; another's did not): the check then falls back, which the second half tests, at the
+    first half's thread count, so that it reads the check made there on any CPU."""
     model, ws, x, y = models_and_data([50], 10, "cross_entropy", n=500)
     with torch_threads(1):
         alone = [evaluate(model, w, x, y) for w in ws]
@@ -52,7 +53,8 @@ def test_the_stacked_product_is_used_and_checked(monkeypatch):
     calls = []
     monkeypatch.setattr(ev, "evaluate", lambda *a, **k: calls.append(1) or alone[len(calls) - 1])
     monkeypatch.setattr(ev, "_EXACT", {key: False for key in ev._EXACT})
-    assert ev.evaluate_many(model, ws, x, y) == alone
+    with torch_threads(1):
+        assert ev.evaluate_many(model, ws, x, y) == alone
     assert len(calls) == len(ws)
 
 
