@@ -33,7 +33,7 @@ import pandas as pd
 import fedrepro  # noqa: F401  (torchvision shim first)
 from experiments.l2gd import settings
 from experiments.l2gd.claims import CHECKS, PAPER_T2
-from experiments.l2gd.common import fmt, rounds_of, tables_dir
+from experiments.l2gd.common import fmt, rounds_of, tables_dir, test_samples
 from fedrepro.data.loaders import unavailable
 from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.figures import figure_dir, panel_grid
@@ -125,6 +125,7 @@ def summarize(c: pd.DataFrame, run, target: float) -> dict:
             "total_bits_per_n": float(last["bits_per_n"]), "target": target,
             "rounds_run": planned if diverged else ran,  # diverged, not capped
             "rounds_planned": planned, "params": int(run.summary.get("dim") or 0),
+            "test_samples": test_samples(run),
             "diverged_at": int(run.summary["rounds_completed"]) + 1 if diverged else math.nan}
 
 

@@ -258,6 +258,14 @@ def _unrun(ours: pd.DataFrame, models) -> str:
     return "; ".join(f"{m}: {n} run{'s' * (n > 1)} {st} ({why})" for (m, st, why), n in groups.items())
 
 
+def _se(*rows) -> float:
+    """Points: the larger binomial standard error of the rows' final test accuracies on the test
+    samples each was measured on (1.6 points for 55 % on quick's 1 000). A floor of the noise of a
+    single-seed comparison: the seeds' spread of these runs is not measured."""
+    return max(100 * math.sqrt(max(_acc(r), 0) / 100 * (1 - max(_acc(r), 0) / 100) / float(r["test_samples"]))
+               if "test_samples" in r and pd.notna(r["test_samples"]) else 0.0 for r in rows)
+
+
 def _acc(r, col: str = "final_test_acc") -> float:
     return -math.inf if str(r["status"]) == "diverged" else float(r[col])
 
@@ -362,9 +370,12 @@ def l2g_f4_4(ours):
         return "not evaluated", "undetermined: ResNet-18's fedavg and fedavg_c are not both run: " + \
             (_unrun(ours, ("resnet18",)) or "not in this frame")
     a, b = runs["fedavg_c"], runs["fedavg"]
-    return every_item([_item("resnet18", _acc(a) >= _acc(b),
-                             f"test Top-1 fedavg_c {_acc(a):.2f}, fedavg {_acc(b):.2f}, gap {_acc(a) - _acc(b):+.2f}",
-                             a, b)], "final test acc(fedavg_c) >= acc(fedavg)", expected=1)
+    gap, se = _acc(a) - _acc(b), _se(a, b)
+    holds = True if gap > se else False if gap < -se else None  # within one standard error: noise
+    return every_item([_item("resnet18", holds, f"test Top-1 fedavg_c {_acc(a):.2f}, fedavg {_acc(b):.2f}, "
+                             f"gap {gap:+.2f}, standard error {se:.2f}", a, b)],
+                      "final test acc(fedavg_c) >= acc(fedavg), decided beyond one standard error of the "
+                      "test accuracy", expected=1, undecided_why="noise")
 
 
 @CHECKS.register("L2G-F4-5")
@@ -375,9 +386,13 @@ def l2g_f4_5(ours):
             (_unrun(ours, ("resnet18",)) or "not in this frame")
     a, b = runs["fedavg_c"], runs["fedavg"]
     gaps = {q: abs(_num(a, f"acc_{q}") - _num(b, f"acc_{q}")) for q in (25, 50, 100)}
-    holds = all(g <= 2 for g in gaps.values())
-    return every_item([_item("resnet18", holds, ", ".join(f"{q} %: |gap| {g:.2f}" for q, g in gaps.items()), a, b)],
-                      "|acc(fedavg_c, t) - acc(fedavg, t)| <= 2 points at 25, 50, 100 % of the rounds", expected=1)
+    se = _se(a, b)
+    holds = True if all(g <= 2 - se for g in gaps.values()) else False if any(g > 2 + se for g in gaps.values()) \
+        else None
+    return every_item([_item("resnet18", holds, ", ".join(f"{q} %: |gap| {g:.2f}" for q, g in gaps.items())
+                             + f", standard error {se:.2f}", a, b)],
+                      "|acc(fedavg_c, t) - acc(fedavg, t)| <= 2 points at 25, 50, 100 % of the rounds, decided "
+                      "beyond one standard error of the test accuracy", expected=1, undecided_why="noise")
 
 
 @CHECKS.register("L2G-F4-6")

@@ -34,6 +34,16 @@ def rounds_of(run) -> tuple[int, int]:
     return ran, int(planned if planned is not None else run.summary["rounds"])
 
 
+def test_samples(run, test_set: int = 10_000) -> int:
+    """The test samples a run's accuracy was measured on: its profile's cap, else the whole test
+    set (`test_set`: CIFAR-10's 10 000)."""
+    from omegaconf import OmegaConf
+
+    path = Path(run.folder) / "config.yaml"
+    cap = OmegaConf.load(path).get("profile", {}).get("max_test_samples") if path.exists() else None
+    return int(min(cap, test_set)) if cap else test_set
+
+
 def mean_or_nan(values) -> float:
     vals = [float(v) for v in values]
     if not vals:
