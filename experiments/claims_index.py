@@ -166,6 +166,10 @@ def censoring(detail: str) -> str:
     read = re.search(r"read at round (\d+), not (\d+)", detail)
     if read:
         return f"censored: read at round {read[1]}, not {read[2]} (profile cap)"
+    undecided = [ln for ln in detail.splitlines() if ln.startswith(("undetermined: ", "undecided: "))
+                 and " holds in " not in ln]  # the undecided items, not the head
+    if undecided and all("seed noise" in ln and not re.search(r"\d\+", ln) for ln in undecided):
+        return "within noise (the seed noise band)"
     if "censor" in detail:
         caps = sorted({int(n) for n in re.findall(r"\b(\d+)\+", detail)})
         return "censored at the round cap" + (f" ({', '.join(f'{c}+' for c in caps)})" if caps else "")

@@ -70,6 +70,17 @@ def test_verdicts_become_holds_fails_undecided_with_reason_or_not_runnable():
     ]
 
 
+def test_a_tie_within_the_seed_noise_is_not_called_censored():
+    """FedDyn's count claims leave a tie within their seed-noise band undecided; the index names
+    the noise, though censored caps appear among the items that held."""
+    detail = ("undetermined: models(feddyn) < scaffold: holds in 1 of 2 evaluated, censoring or the seed noise "
+              "leaves 1 undecided",
+              "undetermined: Type 1 (feddyn 18 vs scaffold 30, fedavg 18) (within the 17% seed noise)",
+              "holds: Homogeneous (feddyn 398 vs scaffold 2000+, fedavg 1000+)")
+    got = ci.category_of(ci.Verdict("X-9", "not evaluated", detail, "t_claims.md"))
+    assert got == ("undecided", "undecided: within noise (the seed noise band)")
+
+
 def test_several_files_fail_if_one_fails_and_show_each():
     holds, fails = (ci.Verdict("X-1", word, (), f"{name}_claims.md")
                     for word, name in (("holds", "a_table"), ("fails", "a_table_other")))
