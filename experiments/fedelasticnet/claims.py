@@ -543,14 +543,16 @@ def _dir3_images(d, s, p):
 
 @CHECKS.register("FEN-F1-1")
 def fen_f1_1(ours):
-    res = [(k, _clears(1, abs(a["fen_alg3"] - a["feddyn"])), f"fen_alg3 {a['fen_alg3']:.2f} vs feddyn {a['feddyn']:.2f}")
+    res = [(k, _clears(1, abs(a["fen_alg3"] - a["feddyn"])),
+            f"fen_alg3 {a['fen_alg3']:.2f} vs feddyn {a['feddyn']:.2f}")
            for k, a in _settings(ours, _dir3_images).items() if {"fen_alg3", "feddyn"} <= set(a)]
     return _verdict(res, "|acc(fen_alg3) - acc(feddyn)| <= 1 point", "image datasets, Dirichlet (.3), 10 %")
 
 
 @CHECKS.register("FEN-F1-2")
 def fen_f1_2(ours):
-    res = [(k, _clears(a["fedprox"] - a["fen_alg1"], 0), f"gap fedprox - fen_alg1 = {a['fedprox'] - a['fen_alg1']:+.2f}")
+    res = [(k, _clears(a["fedprox"] - a["fen_alg1"], 0),
+            f"gap fedprox - fen_alg1 = {a['fedprox'] - a['fen_alg1']:+.2f}")
            for k, a in _settings(ours, lambda d, s, p: d in ("cifar10", "cifar100") and _dir3_images(d, s, p)).items()
            if {"fedprox", "fen_alg1"} <= set(a)]
     return _verdict(res, "acc(fedprox) > acc(fen_alg1)", "CIFAR-10/100, Dirichlet (.3), 10 %")
@@ -611,7 +613,8 @@ def rev_r1_6(ours):
 @CHECKS.register("REV-R2-4")
 def rev_r2_4(ours):
     # Confirmed in a setting when acc(scaffold) >= acc(alg3) - 0.5; holds if confirmed in all.
-    res = [(k, _clears(a["scaffold"], a["fen_alg3"] - 0.5), f"scaffold - fen_alg3 = {a['scaffold'] - a['fen_alg3']:+.2f}")
+    res = [(k, _clears(a["scaffold"], a["fen_alg3"] - 0.5),
+            f"scaffold - fen_alg3 = {a['scaffold'] - a['fen_alg3']:+.2f}")
            for k, a in _settings(ours, lambda d, s, p: p == "p10" and s in ("dirichlet0.3", "natural")).items()
            if {"scaffold", "fen_alg3"} <= set(a)]
     return _verdict(res, "acc(scaffold) >= acc(fen_alg3) - 0.5 (reviewer confirmed)",
