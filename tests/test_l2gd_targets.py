@@ -374,6 +374,17 @@ def test_fedavg_with_and_without_compression_are_compared_beyond_the_test_accura
     assert judge(["L2G-F4-5"], rows(74.0, 70.0))["L2G-F4-5"][0] == "fails"
 
 
+def test_l2gd_natural_against_another_curve_is_compared_beyond_the_test_accuracys_error():
+    """L2G-F4-3's 0.5-point margin on one seed: decided only beyond one standard error."""
+    def item(natural, other):
+        frame = pd.DataFrame([cifar_row("resnet18", "l2gd_natural", natural, 1, 1, test_samples=1000),
+                              cifar_row("resnet18", "l2gd_topk", other, 1, 1, test_samples=1000)])
+        return judge(["L2G-F4-3"], frame)["L2G-F4-3"]
+    assert "fails: resnet18 vs l2gd_topk" in item(68.0, 70.0)[1]  # 1.5 short of the margin, error 1.45
+    assert "undecided: resnet18 vs l2gd_topk" in item(69.0, 70.0)[1]
+    assert "holds: resnet18 vs l2gd_topk" in item(71.5, 70.0)[1]
+
+
 def test_cifar_claims_on_hand_made_rows():
     rows = [cifar_row("resnet18", "l2gd_natural", 72.0, 1e11, 90, loss=0.5, total=1e12),
             cifar_row("resnet18", "fedavg", 70.0, 1e15, 40, loss=0.9, total=1e16),

@@ -12,12 +12,16 @@ unbalanced) are CIFAR-10 in the paper; `--dataset mnist` draws the same figure o
 MNIST's recipe (settings.py; 1 000 devices cut its data finer) and says so in the title and
 the file name. `--done-only` (or `--only-existing`) draws what
 the store holds and runs nothing. Seed 0's curve is drawn (--seeds defaults to 1 here, SEEDS
-aside). A panel or curve without data says "not run" and why. PNGs go to
-<results-root>/figures/. Each figure is a Target (targets.py): `figure_cells`, `render_figure`.
+aside); `--seeds N` draws each curve as the mean over seeds 0..N-1 with the band of their range
+(with --done-only: the seeds the store holds, counted in the legend) and judges FDY-F4-1 on the
+seeds two curves share (claims.py). A panel or curve without data says "not run" and why. PNGs
+go to <results-root>/figures/. Each figure is a Target (targets.py): `figure_cells`,
+`render_figure`.
 """
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -43,7 +47,7 @@ class Panel:
     title: str
     cells: dict  # curve label -> Cell
     participation: Optional[float] = None
-    curves: dict = field(default_factory=dict)  # curve label -> metrics frame (filled by `fill`)
+    curves: dict = field(default_factory=dict)  # curve label -> {seed: metrics frame} (filled by `fill`)
     missing: dict = field(default_factory=dict)  # curve label -> why it has no data (filled by `fill`)
 
 
@@ -156,24 +160,26 @@ def panels_of(number: int, args, scale) -> list[Panel]:
 
 
 def figure_cells(number: int, args, scale) -> list[Cell]:
-    """Every run a figure draws (Target.cells): one per curve, seed 0 (--seeds 1)."""
+    """Every run a figure draws (Target.cells): one per curve, for seeds 0..--seeds-1."""
     return common.with_eval_extra([c for p in panels_of(number, args, scale) for c in p.cells.values()], args)
 
 
 def fill(panels: list[Panel], results) -> None:
-    """Read every runnable curve's run (seed 0) into its panel (`results`: the target's runs)."""
+    """Read every runnable curve's finished runs, one per seed, into its panel (`results`: the
+    target's runs). With --done-only a seed the store lacks is left out, so a curve holds the
+    seeds that finished; a curve none of whose seeds finished, or one with a diverged seed, is
+    missing, with why."""
     todo = [(p, label, c) for p in panels for label, c in p.cells.items() if not c.not_run]
     frame, runs = results.measure(common.with_eval_extra([c for _, _, c in todo], results.options),
                                   lambda run: 0.0)
-    where = [runs[i][0].folder if r.status == "ok" else f"{r.status}: {r.reason}"
-             for i, r in enumerate(frame.itertuples())]
     for p in panels:
         p.missing.update({label: c.not_run for label, c in p.cells.items() if c.not_run})
-    for (p, label, _), w in zip(todo, where):
-        if isinstance(w, Path):
-            p.curves[label] = run_metrics(w)
+    for i, ((p, label, _), row) in enumerate(zip(todo, frame.itertuples())):
+        finished = {r.summary["seed"]: r.folder for r in runs.get(i, []) if r.summary["status"] == "finished"}
+        if finished and row.status != "diverged":
+            p.curves[label] = {seed: run_metrics(folder) for seed, folder in sorted(finished.items())}
         else:
-            p.missing[label] = w
+            p.missing[label] = f"{row.status}: {row.reason}"
 
 
 def _horizon(cell: Cell) -> float:
@@ -197,24 +203,32 @@ def _tails(metrics: pd.DataFrame) -> dict:
 
 def curve_frame(number: int, panels: list[Panel]) -> pd.DataFrame:
     """One row per curve (claims.py, 'Figures'): panel, participation, curve, status ("ok" or why
-    it has no data), the tail statistics and the run's metrics."""
+    it has no data), the tail statistics (means over the curve's seeds), `tails` ({seed: tail
+    mean}, for comparisons on the seeds two curves share), `seeds` and the metrics of its first
+    seed (rounds to a target are read on one seed's curve)."""
     rows = []
     for p in panels:
         for label in p.cells:
             base = {"figure": number, "panel": p.title, "participation": p.participation, "curve": label,
                     "horizon": _horizon(p.cells[label])}
             if label in p.curves:
-                rows.append({**base, "status": "ok", **_tails(p.curves[label]), "metrics": p.curves[label]})
+                per_seed = {seed: _tails(m) for seed, m in p.curves[label].items()}
+                stats = {k: (all(t[k] for t in per_seed.values()) if k == "finite" else
+                             min(t[k] for t in per_seed.values()) if k == "rounds" else
+                             statistics.fmean(t[k] for t in per_seed.values()))
+                         for k in next(iter(per_seed.values()))}
+                rows.append({**base, "status": "ok", **stats, "tails": {s: t["tail"] for s, t in per_seed.items()},
+                             "seeds": tuple(per_seed), "metrics": next(iter(p.curves[label].values()))})
             else:
                 rows.append({**base, "status": p.missing.get(label, "not run")})
     return pd.DataFrame(rows)
 
 
 def panel_data(panels: list[Panel]) -> pd.DataFrame:
-    """Every drawn point: panel, curve, round, all_test_acc (the figure's data, as CSV)."""
-    parts = [df[["round", "all_test_acc"]].assign(panel=p.title, curve=label)
-             for p in panels for label, df in p.curves.items()]
-    columns = ["panel", "curve", "round", "all_test_acc"]
+    """Every drawn point: panel, curve, seed, round, all_test_acc (the figure's data, as CSV)."""
+    parts = [df[["round", "all_test_acc"]].assign(panel=p.title, curve=label, seed=seed)
+             for p in panels for label, seeds in p.curves.items() for seed, df in seeds.items()]
+    columns = ["panel", "curve", "seed", "round", "all_test_acc"]
     return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
 
 
@@ -222,10 +236,20 @@ def panel_data(panels: list[Panel]) -> pd.DataFrame:
 # Drawing
 
 
+def _seed_curves(seeds: dict) -> pd.DataFrame:
+    """Test accuracy (%) by round (index), one column per seed, the rounds every seed evaluated."""
+    cols = {seed: df[["round", "all_test_acc"]].apply(pd.to_numeric, errors="coerce").dropna()
+            .set_index("round")["all_test_acc"] * 100 for seed, df in seeds.items()}
+    return pd.DataFrame(cols).dropna()
+
+
 def _draw(ax, panel: Panel) -> None:
-    for label, df in panel.curves.items():
-        pts = df[["round", "all_test_acc"]].apply(pd.to_numeric, errors="coerce").dropna()
-        ax.plot(pts["round"], 100 * pts["all_test_acc"], label=label, marker="." if len(pts) < 30 else None)
+    for label, seeds in panel.curves.items():
+        acc = _seed_curves(seeds)
+        name = label if len(seeds) == 1 else f"{label} ({len(seeds)} seeds)"
+        line, = ax.plot(acc.index, acc.mean(axis=1), label=name, marker="." if len(acc) < 30 else None)
+        if len(seeds) > 1:  # the seeds' range
+            ax.fill_between(acc.index, acc.min(axis=1), acc.max(axis=1), color=line.get_color(), alpha=0.2)
     if panel.curves:
         ax.legend(fontsize="x-small")
     if panel.missing:
@@ -252,8 +276,8 @@ def _wrap(text: str, width: int = 48) -> str:
 
 def _best_alpha_panel(ax, panel: Panel) -> None:
     # Fig. 1b: the best test accuracy over rounds per alpha.
-    best = {float(label.split("=")[1]): 100 * pd.to_numeric(df["all_test_acc"], errors="coerce").max()
-            for label, df in panel.curves.items()}
+    best = {float(label.split("=")[1]): _seed_curves(seeds).mean(axis=1).max()
+            for label, seeds in panel.curves.items()}
     if best:
         xs = sorted(best)
         ax.plot(xs, [best[x] for x in xs], marker="o")
@@ -296,7 +320,9 @@ def render_figure(number: int, results) -> int:
     fill(panels, results)
     where = NAMES[paper_dataset] if dataset == paper_dataset else \
         f"on {NAMES.get(dataset, dataset)} (the paper: {NAMES[paper_dataset]})"
-    title = f"FedDyn Figure {number}, {where}: {name} (profile={args.profile}, seed 0)"
+    seeds = sorted({s for p in panels for curve in p.curves.values() for s in curve})
+    drawn = "seed 0" if seeds in ([], [0]) else f"seeds {', '.join(map(str, seeds))} (as each curve has them)"
+    title = f"FedDyn Figure {number}, {where}: {name} (profile={args.profile}, {drawn})"
     suffix = "" if dataset == paper_dataset else f"_{dataset}"
     out = figure_dir(args.results_root)
     path = draw(number, panels, title, out / f"feddyn_fig{number}{suffix}.png")
@@ -304,7 +330,7 @@ def render_figure(number: int, results) -> int:
     print(f"[feddyn figure {number}] {path} (panel data: feddyn_fig{number}{suffix}_data.csv)")
     ours = curve_frame(number, panels)
     ours.attrs["targets_100_iid"] = table2_targets(dataset)
-    header = f"### FedDyn Figure {number} claims on our curves, {where}, profile={args.profile}, seed 0"
+    header = f"### FedDyn Figure {number} claims on our curves, {where}, profile={args.profile}, {drawn}"
     print("\n" + write_claims(out / f"feddyn_fig{number}{suffix}_claims.md",
                               evaluate_claims(list(FIGURE_CLAIMS[number]), ours, checks=CHECKS), header))
     return 0

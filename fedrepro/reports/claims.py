@@ -9,20 +9,49 @@ why: which runs are missing, censored, or inside the seeds' interval).
 
 The vocabulary: a scope item's `Result` (label, True | False | None, text); `every` (all items
 hold), `at_least` (k of n), `tally` (a rule on the count, undecided items counted both ways),
-`combine` (several checks of one claim), `verdict_of` (the text every one of them prints) and
-`missing_line` (the items a scope lacks, and why).
+`combine` (several checks of one claim), `verdict_of` (the text every one of them prints),
+`missing_line` (the items a scope lacks, and why), and `beyond` / `paired_beyond` (a comparison
+decided only outside the seeds' noise).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional, Sequence
 
 import pandas as pd
 
+from fedrepro.reports.grid import mean_interval
 from fedrepro.reports.reference import read_reference_csv
 
 VERDICTS = ("holds", "holds (tie)", "fails", "not evaluated")
+
+# Points: the seed-to-seed spread of a tail-mean test accuracy, the band a one-seed accuracy
+# comparison is decided beyond (5 seeds of MNIST at quick spread 0.05-0.25 point:
+# docs/measured/fedelasticnet_ablations.md). Where several seeds ran, their interval decides.
+TAIL_ACC_SPREAD = 0.25
+
+
+def beyond(x: float, bound: float, band: float) -> Optional[bool]:
+    """x >= bound, decided only outside a noise band: True when x clears `bound` by more than
+    `band`, False when it falls short by more, None (within noise) in between."""
+    return True if x - bound > band else False if bound - x > band else None
+
+
+def paired_beyond(diffs: Sequence[float], bound: float, band: float) -> tuple[Optional[bool], str]:
+    """mean(diffs) >= bound, where `diffs` are per-seed differences of two measurements made on
+    the same seeds: with two seeds or more, decided by the mean's 95 % t-interval (True when it
+    lies above `bound`, False when below, None when it straddles it); with one, by `beyond` with
+    `band`. Returns (outcome, 'mean +- half-width (n seeds)', or the one difference)."""
+    if not diffs:
+        raise ValueError("paired_beyond needs at least one seed's difference")
+    mean, lo, hi = mean_interval(list(diffs))
+    if len(diffs) == 1:
+        return beyond(mean, bound, band), f"{mean:+.2f}"
+    outcome = True if lo > bound else False if hi < bound else None
+    return outcome, f"{mean:+.2f} +- {(hi - lo) / 2:.2f} ({len(diffs)} seeds)"
+
+
 class Checks(dict):
     """One paper's claim checks, {claim id: check(ours) -> (verdict, detail)}, filed explicitly:
 
@@ -112,7 +141,8 @@ def at_least(results: list, k: int, n: int, statement: str, *, reasons: str = ""
 
 
 def tally(results: list, statement: str, rule: Callable[[int, int], bool], *, expected: int, need: str,
-          reasons: str, absent: str = ABSENT, counted: str = "holds") -> tuple[str, str]:
+          reasons: str, absent: str = ABSENT, counted: str = "holds",
+          undecided_why: str = "censoring") -> tuple[str, str]:
     """rule(k, n) on the number k of True results out of n; undecided results may go either way,
     so the claim is decided only when both ways agree."""
     missing = missing_line(expected, len(results), reasons, need=need, absent=absent)
@@ -123,7 +153,7 @@ def tally(results: list, statement: str, rule: Callable[[int, int], bool], *, ex
     maybe = sum(out is None for _, out, _ in results)
     low, high = rule(yes, n), rule(yes + maybe, n)
     verdict = "holds" if low and high else "fails" if not (low or high) else "not evaluated"
-    head = f"{statement}: {counted} in {yes} of {n}" + (f" ({maybe} undecided by censoring)" if maybe else "")
+    head = f"{statement}: {counted} in {yes} of {n}" + (f" ({maybe} undecided by {undecided_why})" if maybe else "")
     if verdict == "not evaluated":
         head = "undetermined: " + head
     lines = [head, "; ".join(f"{lab}: {text}{'' if out is None else (' yes' if out else ' no')}"
