@@ -198,10 +198,14 @@ def executor_and_jobs(w: Workload, kind: str, channels_last: bool = True, client
     return ex, [ClientJob(k, LocalObjective(anchor=w0), w.steps) for k in range(w.selected)]
 
 
+def round_runner(w: Workload, ex, jobs):
+    """(run_round, client-steps a round) of an executor and its round's jobs."""
+    return (lambda r: ex.run(jobs, 0.01, r)), w.selected * w.steps
+
+
 def executor_runner(w: Workload, kind: str, channels_last: bool = True, client_threads: int = 1):
     """(run_round, client-steps a round) of our `kind` executor on the workload."""
-    ex, jobs = executor_and_jobs(w, kind, channels_last, client_threads)
-    return (lambda r: ex.run(jobs, 0.01, r)), w.selected * w.steps
+    return round_runner(w, *executor_and_jobs(w, kind, channels_last, client_threads))
 
 
 def executor_rate(w: Workload, kind: str, seconds: float, channels_last: bool = True) -> float:
@@ -464,16 +468,14 @@ def main(argv=None) -> int:
         fast = "batched" if batched else "sequential"
         # what a run gets (executor=auto, train.client_threads unset: torch's threads); the
         # sequential executor says how many of the round's clients it trains at once (threads_for)
-        client_threads = 1
-        if not batched:
-            probe, jobs = executor_and_jobs(w, fast, client_threads=threads)
-            client_threads = probe.threads_for(jobs)
+        ex, jobs = executor_and_jobs(w, fast, client_threads=1 if batched else threads)
+        client_threads = 1 if batched else ex.threads_for(jobs)
         # the sequential reference runs one client at a time, the CNN in the plain NCHW layout; the
         # fast path is a run's; all in turns (interleaved_rates), the 2-process row on its own
         runners = {"dataloader": dataloader_runner(w),
                    "sequential": executor_runner(w, "sequential", channels_last=not conv)}
         if batched or conv or client_threads > 1:
-            runners["fast"] = executor_runner(w, fast, client_threads=client_threads)
+            runners["fast"] = round_runner(w, ex, jobs)
         if client_threads > 1 and conv:  # what the clients at once add (the LSTM's: its sequential row)
             runners["one_client_at_a_time"] = executor_runner(w, fast)
         if batched:

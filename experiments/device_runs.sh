@@ -48,7 +48,12 @@ case "$STEP" in
       export PYTHONPATH="$SCRATCH/site:$PWD"
     fi
     export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-    { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; nproc; } | tee -a "$OUT/run.log"
+    case "${MPS:-1}" in 0|1) ;; *) echo "MPS=$MPS: 1 (start NVIDIA MPS) or 0 (not)"; exit 2;; esac
+    # the disk too: on 2026-11-27 two ResNet-18 runs (FedDyn, SCAFFOLD: a model-sized vector per
+    # client, 4.5 GB, twice with the previous checkpoint) failed writing a checkpoint beside 14
+    # others, likely a full disk; these lines would tell
+    { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; nproc; df -h "$HOME" | tail -1; } \
+      | tee -a "$OUT/run.log"
     # NVIDIA MPS lets the processes' kernels run at once instead of time-slicing the GPU
     # (8 processes without it finished runs at 2.2x one process's rate: docs/performance.md)
     if [ "${MPS:-1}" = 1 ] && [ "${ACCELERATOR:-cuda}" = cuda ]; then
@@ -59,6 +64,7 @@ case "$STEP" in
       --deadline "${DEADLINE:-480}" --accelerator "${ACCELERATOR:-cuda}" --results-root "$RESULTS" \
       --logs "$SCRATCH/logs" --bundle "$OUT/runs.tar.gz" 2>&1 | tee -a "$OUT/run.log"
     [ "${MPS:-1}" = 1 ] && [ "${ACCELERATOR:-cuda}" = cuda ] && echo quit | nvidia-cuda-mps-control 2>/dev/null
+    { df -h "$HOME" | tail -1; du -sh "$RESULTS" 2>/dev/null; } | tee -a "$OUT/run.log"
     tail -n 3 "$SCRATCH"/logs/*.log > "$OUT/run_tails.log" 2>/dev/null
     ls -la "$OUT";;
   *) echo "unknown step $STEP: split [BYTES], stash or run PLAN"; exit 2;;

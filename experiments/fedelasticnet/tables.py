@@ -37,14 +37,13 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import pandas as pd
-from omegaconf import OmegaConf
 
 from experiments.fedelasticnet.claims import CHECKS, FEN_T2_UNIT
 from experiments.fedelasticnet.common import (KEYS, PARTICIPATION, SETTINGS, group_panels,
                                               panels_figure, selection, setting_notes, table_grid, tail_accuracy,
                                               titled)
 from fedrepro.reports.claims import claims_markdown, evaluate_claims
-from fedrepro.reports.grid import Cell, executed_on
+from fedrepro.reports.grid import Cell, executed_on, saved_config
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, to_markdown, write_table
 from fedrepro.results import run_metrics
@@ -230,7 +229,7 @@ T5_KEYS = ["dataset_key", "algorithm_key", "hyperparameter"]
 
 def used(run, algorithm: str) -> dict[str, float]:
     """The values in the run's resolved config, under Table 5's names."""
-    cfg = OmegaConf.load(Path(run.folder) / "config.yaml").algorithm
+    cfg = saved_config(run.folder).algorithm
     names = {"lambda1": "lambda1", "lambda2": SETTINGS["algorithms"][algorithm]["lambda2_is"], "epsilon": "epsilon"}
     return {h: float(cfg[names[h]]) for h in HPARAMS}
 

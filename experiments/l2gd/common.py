@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 
 import fedrepro  # noqa: F401  (torchvision shim first)
-from fedrepro.reports.grid import configured_rounds
+from fedrepro.reports.grid import configured_rounds, saved_config
 
 
 def selection_ignored(ap, keep: tuple = ()) -> None:
@@ -37,10 +37,8 @@ def rounds_of(run) -> tuple[int, int]:
 def test_samples(run, test_set: int = 10_000) -> int:
     """The test samples a run's accuracy was measured on: its profile's cap, else the whole test
     set (`test_set`: CIFAR-10's 10 000)."""
-    from omegaconf import OmegaConf
-
-    path = Path(run.folder) / "config.yaml"
-    cap = OmegaConf.load(path).get("profile", {}).get("max_test_samples") if path.exists() else None
+    cfg = saved_config(run.folder)
+    cap = cfg.get("profile", {}).get("max_test_samples") if cfg is not None else None
     return int(min(cap, test_set)) if cap else test_set
 
 

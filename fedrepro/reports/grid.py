@@ -490,12 +490,24 @@ class _Progress:
         return text
 
 
-def configured_rounds(folder) -> Optional[int]:
-    """train.rounds of a run (the paper's count before the profile's cap), from its config.yaml."""
+def saved_config(folder):
+    """A run's config.yaml (read-only: cached per file version, as renders read it per cell), or
+    None where the run has none."""
+    path = Path(folder) / "config.yaml"
+    return _load_config(str(path), path.stat().st_mtime_ns) if path.exists() else None
+
+
+@lru_cache(maxsize=4096)
+def _load_config(path: str, version: int):
     from omegaconf import OmegaConf
 
-    path = Path(folder) / "config.yaml"
-    return int(OmegaConf.load(path).train.rounds) if path.exists() else None
+    return OmegaConf.load(path)
+
+
+def configured_rounds(folder) -> Optional[int]:
+    """train.rounds of a run (the paper's count before the profile's cap), from its config.yaml."""
+    cfg = saved_config(folder)
+    return int(cfg.train.rounds) if cfg is not None else None
 
 
 def run_overrides(cell: Cell, seed: int, *, profile: str, results_root: str, extra=()) -> list[str]:
