@@ -170,6 +170,10 @@ def censoring(detail: str) -> str:
                  and " holds in " not in ln]  # the undecided items, not the head
     if undecided and all("seed noise" in ln and not re.search(r"\d\+", ln) for ln in undecided):
         return "within noise (the seed noise band)"
+    # claims.verdict_of's head names why its items are open: "..., noise (...) leaves 2 undecided"
+    why = re.search(r" evaluated, (.+?) leaves \d+ undecided", detail)
+    if why and why[1].startswith("noise"):
+        return "within noise (" + (why[1].removeprefix("noise").strip(" ()") or "the band its rule names") + ")"
     if "censor" in detail:
         caps = sorted({int(n) for n in re.findall(r"\b(\d+)\+", detail)})
         return "censored at the round cap" + (f" ({', '.join(f'{c}+' for c in caps)})" if caps else "")

@@ -81,6 +81,19 @@ def test_a_tie_within_the_seed_noise_is_not_called_censored():
     assert got == ("undecided", "undecided: within noise (the seed noise band)")
 
 
+def test_an_item_within_a_noise_band_is_named_from_the_verdicts_head():
+    """verdict_of's head says what leaves items open; a noise band (FedElasticNet's 0.25 point,
+    L2GD's standard error, FedDyn's seeds' interval) is named as noise, not censoring."""
+    def cell(head):
+        verdict = ci.Verdict("X-9", "not evaluated", (f"undetermined: {head}", "undecided: a (x)"), "t_claims.md")
+        return ci.category_of(verdict)
+    assert cell("acc(a) >= acc(b): holds in 0 of 1 evaluated, noise leaves 1 undecided") == \
+        ("undecided", "undecided: within noise (the band its rule names)")
+    fen = "holds in 2 of 3 evaluated, noise (within the 0.25 point seed spread of its bound) leaves 1 undecided"
+    assert cell(f"acc(a) >= acc(b): {fen}") == \
+        ("undecided", "undecided: within noise (within the 0.25 point seed spread of its bound)")
+
+
 def test_several_files_fail_if_one_fails_and_show_each():
     holds, fails = (ci.Verdict("X-1", word, (), f"{name}_claims.md")
                     for word, name in (("holds", "a_table"), ("fails", "a_table_other")))
