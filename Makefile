@@ -46,8 +46,9 @@ quickstart: install
 	echo "[quickstart] wall time $$(( $$(date +%s) - start )) s"
 
 ## test: the whole test suite (real-data tests skip without FEDREPRO_DATA_ROOT or ../shared/data)
+# --durations: the slowest tests, so the suite's time (kept well under 20 min here) is watched
 test: install
-	$(PY) -m pytest -q -rs
+	$(PY) -m pytest -q -rs --durations=15
 
 # Local-training throughput of every path side by side (docs/performance.md); PROFILE=paper
 # adds the projected wall time of FedElasticNet Table 2's MNIST rows; on a GPU machine
