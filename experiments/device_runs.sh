@@ -49,9 +49,9 @@ case "$STEP" in
     fi
     export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
     case "${MPS:-1}" in 0|1) ;; *) echo "MPS=$MPS: 1 (start NVIDIA MPS) or 0 (not)"; exit 2;; esac
-    # the disk too: on 2026-11-27 two ResNet-18 runs (FedDyn, SCAFFOLD: a model-sized vector per
-    # client, 4.5 GB, twice with the previous checkpoint) failed writing a checkpoint beside 14
-    # others, likely a full disk; these lines would tell
+    # the disk too: a checkpoint holds every client's latest model and per-client state, twice
+    # (the previous one is kept); on 2026-11-27 Fig. 11's ResNet-18 runs and the massive SCAFFOLD
+    # runs together needed about 80 GB of a 64 GB disk, and two failed writing (performance.md)
     { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; nproc; df -h "$HOME" | tail -1; } \
       | tee -a "$OUT/run.log"
     # NVIDIA MPS lets the processes' kernels run at once instead of time-slicing the GPU
