@@ -6,11 +6,12 @@
 #   here:   bash experiments/device_runs.sh split         # .devchunks/{00,01,02}: CIFAR10 as a tar in 48.5 MB parts
 #   there:  bash experiments/device_runs.sh stash        # call 1 (carry .devchunks/00), call 2 (01): kept in /root
 #   there:  bash experiments/device_runs.sh run PLAN     # call 3 (carry .devchunks/02, .whl): join, check, train
-# Each call carries the working tree too (tracked files on 2026-11-27: 109 MB, 92 MB of them the
-# run archive; the 17 MB left beside a 48.5 MB part stay under a call's 64 MiB), so for these
-# calls take the archive out of the index and ignore it, and put it back after:
-#   git rm -r --cached -q docs/measured/runs && echo /docs/measured/runs/ >> .git/info/exclude
-#   ... the three calls ...;  git reset -q -- docs/measured/runs  (and drop that exclude line)
+# Each call carries the working tree too (tracked files on 2026-11-27: 125 MB, 107 MB of them the
+# run archive; with docs/measured's figures too, 18 MB beside a 48.5 MB part, it no longer fits a
+# call's 64 MiB), so for these calls take docs/ out of the index and ignore it (3 MB are left),
+# and put it back after:
+#   git rm -r --cached -q docs && echo /docs/ >> .git/info/exclude
+#   ... the three calls ...;  git reset -q -- docs  (and drop that exclude line)
 # `run` joins the parts into ../shared/data/CIFAR10 beside the repository's copy there (the data
 # root the plan's runs name), checks them against CHECKSUMS.sha256, installs the carried wheels
 # (hydra-core, omegaconf, antlr4, zstandard: that machine lacks them) and runs
