@@ -6,10 +6,10 @@
 #   here:   bash experiments/device_runs.sh split         # .devchunks/{00,01,02}: CIFAR10 as a tar in 48.5 MB parts
 #   there:  bash experiments/device_runs.sh stash        # call 1 (carry .devchunks/00), call 2 (01): kept in /root
 #   there:  bash experiments/device_runs.sh run PLAN     # call 3 (carry .devchunks/02, .whl): join, check, train
-# Each call carries the working tree too (tracked files on 2026-11-27: 125 MB, 107 MB of them the
-# run archive; with docs/measured's figures too, 18 MB beside a 48.5 MB part, it no longer fits a
-# call's 64 MiB), so for these calls take docs/ out of the index and ignore it (3 MB are left),
-# and put it back after:
+# Each call carries the working tree too (tracked files on 2026-11-27: 54 MB by `du -b`, 42 MB of
+# them the run archive); with only the archive taken out, the last call (its 42.7 MB part and the
+# wheels beside the rest) was refused as over 64 MiB, so for these calls take docs/ out of the
+# index and ignore it (3 MB are left), and put it back after:
 #   git rm -r --cached -q docs && echo /docs/ >> .git/info/exclude
 #   ... the three calls ...;  git reset -q -- docs  (and drop that exclude line)
 # `run` joins the parts into ../shared/data/CIFAR10 beside the repository's copy there (the data

@@ -607,8 +607,8 @@ def fdy_f1_1(ours):
     best = sorted(((r.best, a) for a, r in done.items()), reverse=True)
     text = "best test accuracy over rounds: " + ", ".join(f"alpha={a:g} {_pct(b)}" for b, a in best)
     (top, a_top), (second, _) = best[0], best[1]
-    seeds = "seed" + ("s " if len({s for r in done.values() for s in r.seeds}) > 1 else " ") + \
-        ", ".join(map(str, sorted({s for r in done.values() for s in r.seeds})))
+    drawn = sorted({s for r in done.values() for s in r.seeds})
+    seeds = ("seeds " if len(drawn) > 1 else "seed ") + ", ".join(map(str, drawn))
     if a_top == 0.1:
         return ("holds (tie)" if top - second < TIE else "holds"), \
             text + f" ({seeds}; top two {top - second:.2f} apart)"
