@@ -46,9 +46,12 @@ quickstart: install
 	echo "[quickstart] wall time $$(( $$(date +%s) - start )) s"
 
 ## test: the whole test suite (real-data tests skip without FEDREPRO_DATA_ROOT or ../shared/data)
+# TEST_WORKERS processes (pytest-xdist; one thread each, so they do not oversubscribe the cores),
+# each test file in one of them (its module fixtures built once); TEST_WORKERS=0: one process.
 # --durations: the slowest tests, so the suite's time (kept well under 20 min here) is watched
+TEST_WORKERS ?= auto
 test: install
-	$(PY) -m pytest -q -rs --durations=15
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -rs --durations=15 -n $(TEST_WORKERS) --dist loadfile
 
 # Local-training throughput of every path side by side (docs/performance.md); PROFILE=paper
 # adds the projected wall time of FedElasticNet Table 2's MNIST rows; on a GPU machine

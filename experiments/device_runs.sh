@@ -35,6 +35,8 @@ case "$STEP" in
     mkdir -p "$STASH" && cp .devchunks/*/part* "$STASH"/ && ls -la "$STASH";;
   run)
     PLAN=${2:?the plan (python -m experiments.device_runs plan ...)}
+    # checked before the data is joined: a typo costs no device time
+    case "${MPS:-1}" in 0|1) ;; *) echo "MPS=$MPS: 1 (start NVIDIA MPS) or 0 (not)"; exit 2;; esac
     mkdir -p "$OUT" "$STASH" && cp .devchunks/*/part* "$STASH"/ 2>/dev/null
     DATA=${DATA:-../shared/data}
     mkdir -p "$DATA"
@@ -49,7 +51,6 @@ case "$STEP" in
       export PYTHONPATH="$SCRATCH/site:$PWD"
     fi
     export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-    case "${MPS:-1}" in 0|1) ;; *) echo "MPS=$MPS: 1 (start NVIDIA MPS) or 0 (not)"; exit 2;; esac
     # the disk too: a checkpoint holds every client's latest model and per-client state, twice
     # (the previous one is kept); on 2026-11-27 Fig. 11's ResNet-18 runs and the massive SCAFFOLD
     # runs together needed about 80 GB of a 64 GB disk, and two failed writing (performance.md)

@@ -331,3 +331,27 @@ def test_table1_lists_every_row_when_no_dataset_runs(tmp_path, capsys):
     table = pd.read_csv(tmp_path / "tables" / "feddyn_table1.csv")
     assert len(table) == 64 and set(table.status) == {"not run"}
     assert "every row is listed" in (tmp_path / "tables" / "feddyn_table1.md").read_text()
+
+
+def test_a_curve_with_a_failed_seed_is_missing_not_a_mean_of_the_others(tmp_path):
+    """`fill`: a seed the store lacks (--done-only) leaves the curve on its other seeds; a seed
+    that failed or diverged takes the whole curve out, with why."""
+    from types import SimpleNamespace
+
+    from fedrepro.reports.grid import Cell
+
+    def run(seed):
+        folder = tmp_path / f"seed{seed}"
+        folder.mkdir()
+        (folder / "metrics.csv").write_text("round,all_test_acc\n5,0.5\n")
+        return SimpleNamespace(folder=folder, summary={"seed": seed, "status": "finished"})
+
+    rows = {"partial": ("not run", "not computed yet"), "failed": ("failed", "disk full, round 40"),
+            "ok": ("ok", "")}
+    panel = figures.Panel("p", {label: Cell({"curve": label}, ["x=1"]) for label in rows})
+    frame = pd.DataFrame([{"status": s, "reason": r} for s, r in rows.values()])
+    results = SimpleNamespace(options=SimpleNamespace(eval_every_round=False),
+                              measure=lambda cells, metric: (frame, {0: [run(0)], 1: [run(1)], 2: [run(2)]}))
+    figures.fill([panel], results)
+    assert set(panel.curves) == {"partial", "ok"} and list(panel.curves["partial"]) == [0]
+    assert panel.missing == {"failed": "failed: disk full, round 40"}

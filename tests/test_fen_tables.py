@@ -21,6 +21,7 @@ from experiments.fedelasticnet.targets import TARGETS
 from fedrepro.config import compose_config, run_key
 from fedrepro.reports.claims import evaluate_claims
 from fedrepro.reports.reference import load_reference
+from fedrepro.reports.grid import NOT_COMPUTED
 from conftest import data_root_with, torch_threads
 
 VERDICT = r"(holds|holds \(tie\)|fails|not evaluated)"
@@ -201,6 +202,16 @@ def test_figures(root, capsys):
     assert verdict(out, "FEN-F1-2") == "not evaluated"  # CIFAR only
     stats = pd.read_csv(figs / "fedelasticnet_fig2_stats.csv").set_index("algorithm_key")
     assert stats.loc["fen_alg3", "zero_frac"] > stats.loc["feddyn_update", "zero_frac"]
+
+
+def test_a_panel_without_runs_says_why_rendered_from_finished_runs_only(root, tmp_path):
+    """--done-only on an empty store: MNIST's panel says its runs are not computed yet (not
+    "failed"), a dataset that is not here says so."""
+    assert main(["fen", "fig6", "--profile", "smoke", "--seeds", "1", "--splits", "iid", "--done-only",
+                 "--results-root", str(tmp_path / "empty")]) == 0
+    data = pd.read_csv(tmp_path / "empty" / "figures" / "fedelasticnet_fig6_data.csv").set_index("panel")
+    assert data.loc["MNIST IID", "reason"] == NOT_COMPUTED
+    assert "not here" in data.loc["CIFAR-10 IID", "reason"]
 
 
 def test_a_cifar_figure_drawn_on_another_dataset_says_so(root, capsys):

@@ -167,8 +167,8 @@ def figure_cells(number: int, args, scale) -> list[Cell]:
 def fill(panels: list[Panel], results) -> None:
     """Read every runnable curve's finished runs, one per seed, into its panel (`results`: the
     target's runs). With --done-only a seed the store lacks is left out, so a curve holds the
-    seeds that finished; a curve none of whose seeds finished, or one with a diverged seed, is
-    missing, with why."""
+    seeds that finished; a curve none of whose seeds finished, or one with a seed that diverged
+    or failed, is missing, with why (a mean over the other seeds would hide it)."""
     todo = [(p, label, c) for p in panels for label, c in p.cells.items() if not c.not_run]
     frame, runs = results.measure(common.with_eval_extra([c for _, _, c in todo], results.options),
                                   lambda run: 0.0)
@@ -176,7 +176,7 @@ def fill(panels: list[Panel], results) -> None:
         p.missing.update({label: c.not_run for label, c in p.cells.items() if c.not_run})
     for i, ((p, label, _), row) in enumerate(zip(todo, frame.itertuples())):
         finished = {r.summary["seed"]: r.folder for r in runs.get(i, []) if r.summary["status"] == "finished"}
-        if finished and row.status != "diverged":
+        if finished and row.status in ("ok", "not run"):  # "not run": only missing seeds
             p.curves[label] = {seed: run_metrics(folder) for seed, folder in sorted(finished.items())}
         else:
             p.missing[label] = f"{row.status}: {row.reason}"

@@ -290,15 +290,18 @@ def panel_data(panels: list[tuple[str, object]], y: str, scale: float = 1.0) -> 
     return frame.astype({"round": "Int64"})  # whole rounds, blank where a panel has none
 
 
-def group_panels(cells: list[Cell], summaries: dict, row_keys: list[str], label_key: str) -> dict[tuple, object]:
+def group_panels(cells: list[Cell], ours: pd.DataFrame, summaries: dict, row_keys: list[str],
+                 label_key: str) -> dict[tuple, object]:
     """{row: {label: seed-0 metrics frame} or the reason it has none}, one row per distinct
-    `row_keys` value (in the cells' order), a line per `label_key`."""
+    `row_keys` value (in the cells' order), a line per `label_key`. `ours` and `summaries` are
+    what `measure` returns for `cells` (one `ours` row per cell, in their order): a cell without
+    runs gives its row's reason (not run, not computed yet, failed with the error)."""
     panels: dict[tuple, object] = {}
     for i, c in enumerate(cells):
         row = tuple(c.keys[k] for k in row_keys)
         runs = summaries.get(i, [])
         if not runs:
-            panels.setdefault(row, c.not_run or "failed (see the log)")
+            panels.setdefault(row, c.not_run or ours["reason"].iloc[i] or ours["status"].iloc[i])
             continue
         if not isinstance(panels.get(row), dict):
             panels[row] = {}

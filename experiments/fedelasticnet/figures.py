@@ -139,7 +139,7 @@ def accuracy_figure(number: str, results) -> Path:
              f"{PARTICIPATION[participation]} participation, profile={args.profile}, data: "
              f"{data_names(summaries)}, seed 0")
     out = figure_dir(args.results_root)
-    path = panels_figure(titled(group_panels(cells, summaries, ["dataset_key", "split_key"], "algorithm_key")),
+    path = panels_figure(titled(group_panels(cells, ours, summaries, ["dataset_key", "split_key"], "algorithm_key")),
                          out / f"fedelasticnet_fig{number}.png", title=title, ncols=max(2, len(splits)))
     for line in notes:
         print(f"note: {line}")
@@ -322,10 +322,10 @@ def cost_cells(args) -> tuple[list[Cell], list[str]]:
 def cost_figures(results) -> list[Path]:
     args = results.options
     cells, notes = cost_cells(args)
-    _, summaries = results.measure(cells, lambda run: run.summary["final"]["cum_up_nonzeros"])
+    ours, summaries = results.measure(cells, lambda run: run.summary["final"]["cum_up_nonzeros"])
     out = figure_dir(args.results_root)
     paths, per_round = [], []
-    for (d, s), content in group_panels(cells, summaries, ["dataset_key", "split_key"], "algorithm_key").items():
+    for (d, s), content in group_panels(cells, ours, summaries, ["dataset_key", "split_key"], "algorithm_key").items():
         fig, axes = new_figure(4, f"Uplink costs against the round (beyond the paper; reviewer 3): {LABELS[d]} "
                                   f"{LABELS[s]}, {PARTICIPATION[args.participation]} participation, "
                                   f"profile={args.profile}, seed 0", ncols=2)

@@ -137,7 +137,7 @@ def render_table(spec: TableSpec, results) -> int:
     paths["claims"] = out_dir / f"{spec.stem}_claims.md"
     paths["claims"].write_text(claims_md + "\n")
 
-    panels = titled(group_panels(cells, summaries, ["dataset_key", "split_key"], "algorithm_key"))
+    panels = titled(group_panels(cells, ours, summaries, ["dataset_key", "split_key"], "algorithm_key"))
     paths["figure"] = panels_figure(panels, out_dir / f"{spec.stem}_accuracy.png",
                                     title=f"FedElasticNet Table {spec.number} runs ({PARTICIPATION[spec.participation]}"
                                           f" participation, profile={args.profile}): test accuracy of the "
@@ -234,8 +234,9 @@ def used(run, algorithm: str) -> dict[str, float]:
     return {h: float(cfg[names[h]]) for h in HPARAMS}
 
 
-def ours_frame(cells, summaries, profile: str, seeds: str) -> pd.DataFrame:
-    """One row per (dataset, Table 5 algorithm, hyperparameter): the value every run used."""
+def ours_frame(cells, runs: pd.DataFrame, summaries, profile: str, seeds: str) -> pd.DataFrame:
+    """One row per (dataset, Table 5 algorithm, hyperparameter): the value every run used.
+    `runs` and `summaries` are what `measure` gives for `cells` (its rows say why a cell has no run)."""
     found: dict[tuple, list] = {}  # (dataset, Table 5 algorithm, hyperparameter) -> [(value, data)]
     reasons: dict[tuple, str] = {}
     for i, c in enumerate(cells):
@@ -243,7 +244,7 @@ def ours_frame(cells, summaries, profile: str, seeds: str) -> pd.DataFrame:
         for h in HPARAMS:
             key = (c.keys["dataset_key"], SETTINGS["algorithms"][alg]["table5"], h)
             if c.not_run or not summaries.get(i):
-                reasons.setdefault(key, c.not_run or "failed (see the log)")
+                reasons.setdefault(key, c.not_run or runs["reason"].iloc[i] or runs["status"].iloc[i])
             for run in summaries.get(i, []):
                 found.setdefault(key, []).append((used(run, alg)[h], run.summary["data_source"]))
     rows = []
@@ -298,9 +299,9 @@ def render_table5(results) -> int:
     reference, runs_of, splits, omitted = _table5_rows(args)
     cells = table_grid(runs_of, "p10", args.profile, args.data_root)
     log.info(f"FedElasticNet Table 5 from the configs of {sum(c.not_run is None for c in cells)} runnable cells")
-    _, summaries = results.measure(cells, lambda run: 0.0)
+    runs, summaries = results.measure(cells, lambda run: 0.0)
     seeds = ",".join(str(i) for i in range(args.seeds))
-    table = compare_table(ours_frame(cells, summaries, args.profile, seeds), reference, T5_KEYS,
+    table = compare_table(ours_frame(cells, runs, summaries, args.profile, seeds), reference, T5_KEYS,
                           value_name="hyperparameter value used", unit_note="ratio 1.00 = the paper's value",
                           missing_reason="no run of this dataset in the selected splits")
     title = (f"FedElasticNet Table 5: lambda1, lambda2 (FedProx mu, SCAFFOLD lambda2, FedDyn alpha) and "
