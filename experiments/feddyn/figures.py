@@ -304,7 +304,7 @@ def draw(number: int, panels: list[Panel], title: str, out_path: Path) -> Path:
         _best_alpha_panel(axes[len(panels)], panels[0])
     for ax in axes[n:]:
         ax.set_visible(False)
-    fig.suptitle(title, fontsize="medium")
+    fig.suptitle(_wrap(title, 60 * ncols), fontsize="medium")  # a one-panel figure is narrow
     fig.tight_layout()
     out_path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_path, format="png")
