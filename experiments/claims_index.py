@@ -166,8 +166,9 @@ def censoring(detail: str) -> str:
     read = re.search(r"read at round (\d+), not (\d+)", detail)
     if read:
         return f"censored: read at round {read[1]}, not {read[2]} (profile cap)"
+    # the undecided items, not a head ("holds in 4 of 6 ...", "... (1 undecided by censoring or ...)")
     undecided = [ln for ln in detail.splitlines() if ln.startswith(("undetermined: ", "undecided: "))
-                 and " holds in " not in ln]  # the undecided items, not the head
+                 and " holds in " not in ln and not re.search(r"\d+ undecided\b", ln)]
     if undecided and all("seed noise" in ln and not re.search(r"\d\+", ln) for ln in undecided):
         return "within noise (the seed noise band)"
     # claims.verdict_of's head names why its items are open: "..., noise (...) leaves 2 undecided"

@@ -81,6 +81,16 @@ def test_a_tie_within_the_seed_noise_is_not_called_censored():
     assert got == ("undecided", "undecided: within noise (the seed noise band)")
 
 
+def test_a_head_naming_censoring_or_noise_is_not_read_as_a_noise_item():
+    """FDY-T2-6's head counts its open pairs ("(1 undecided by censoring or the seed noise)"); the
+    open pair is censored on both sides ("?"), so the index says censored, not noise."""
+    detail = ("undetermined: gain(higher) > (lower) in more than half the pairs: higher target gains more in "
+              "1 of 3 (1 undecided by censoring or the seed noise)",
+              "10% emnist_l iid: higher 1.3x vs lower 1.5x no; 10% emnist_l dirichlet0.6: higher ? vs lower 1.7x")
+    got = ci.category_of(ci.Verdict("X-9", "not evaluated", detail, "t_claims.md"))
+    assert got == ("undecided", "undecided: censored at the round cap")
+
+
 def test_an_item_within_a_noise_band_is_named_from_the_verdicts_head():
     """verdict_of's head says what leaves items open; a noise band (FedElasticNet's 0.25 point,
     L2GD's standard error, FedDyn's seeds' interval) is named as noise, not censoring."""
