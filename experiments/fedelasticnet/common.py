@@ -23,7 +23,7 @@ import fedrepro  # noqa: F401  (torchvision shim first)
 from fedrepro.config import CONF_DIR
 from fedrepro.data.loaders import unavailable
 from fedrepro.reports.figures import panel_grid
-from fedrepro.reports.grid import Cell
+from fedrepro.reports.grid import Cell, why_no_numbers
 from fedrepro.results import run_metrics
 
 EXPERIMENTS = CONF_DIR / "experiment" / "fen"  # conf/experiment/fen/<dataset>.yaml: each dataset's setting
@@ -301,7 +301,7 @@ def group_panels(cells: list[Cell], ours: pd.DataFrame, summaries: dict, row_key
         row = tuple(c.keys[k] for k in row_keys)
         runs = summaries.get(i, [])
         if not runs:
-            panels.setdefault(row, c.not_run or ours["reason"].iloc[i] or ours["status"].iloc[i])
+            panels.setdefault(row, why_no_numbers(ours, i))
             continue
         if not isinstance(panels.get(row), dict):
             panels[row] = {}

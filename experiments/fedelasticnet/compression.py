@@ -45,7 +45,7 @@ from experiments.l2gd import compare_compression as cc
 from experiments.l2gd import settings
 from fedrepro.compression import QSGD
 from fedrepro.reports.claims import every
-from fedrepro.reports.grid import Cell
+from fedrepro.reports.grid import Cell, why_no_numbers
 from fedrepro.reports.tables import markdown_grid
 from fedrepro.reports.target import stored
 
@@ -243,7 +243,7 @@ def render(results) -> int:
     for i, c in enumerate(cells):
         st, s = status.iloc[i], c.keys["series_key"]
         done = [r for r in runs.get(i, []) if r.summary["status"] == "finished"] if st["status"] == "ok" else []
-        series_runs[s], reasons[s] = done, st["reason"] or c.not_run or st["status"]
+        series_runs[s], reasons[s] = done, why_no_numbers(status, i)
         series_curves[s] = curves = [cc.read(r) for r in done]  # each run's metrics read once
         rows.append({**c.keys, "label": LABELS[s], "status": st["status"], "reason": reasons[s] if not done else "",
                      "bits_per_message": cc.alg3_bits(done)[0] if done else math.nan,

@@ -43,7 +43,7 @@ from experiments.fedelasticnet.common import (KEYS, PARTICIPATION, SETTINGS, gro
                                               panels_figure, selection, setting_notes, table_grid, tail_accuracy,
                                               titled)
 from fedrepro.reports.claims import claims_markdown, evaluate_claims
-from fedrepro.reports.grid import Cell, executed_on, saved_config
+from fedrepro.reports.grid import Cell, executed_on, saved_config, why_no_numbers
 from fedrepro.reports.reference import load_reference
 from fedrepro.reports.tables import compare_table, fmt_value, to_markdown, write_table
 from fedrepro.results import run_metrics
@@ -244,7 +244,7 @@ def ours_frame(cells, runs: pd.DataFrame, summaries, profile: str, seeds: str) -
         for h in HPARAMS:
             key = (c.keys["dataset_key"], SETTINGS["algorithms"][alg]["table5"], h)
             if c.not_run or not summaries.get(i):
-                reasons.setdefault(key, c.not_run or runs["reason"].iloc[i] or runs["status"].iloc[i])
+                reasons.setdefault(key, why_no_numbers(runs, i))
             for run in summaries.get(i, []):
                 found.setdefault(key, []).append((used(run, alg)[h], run.summary["data_source"]))
     rows = []
