@@ -25,7 +25,19 @@ SMOKE = ["profile=smoke", "dataset=mnist_5k", "train.num_clients=10", "logger.pr
 W_AND_B = ["logger=wandb", "logger.group=sweep-a", "logger.paper=feddyn"]
 
 
-def wandb_records(run_dir: Path) -> list:
+def wandb_records(run_dir: Path, wait_s: float = 60) -> list:
+    """The records of an offline W&B run once its exit record is on disk (or after `wait_s`):
+    wandb's service process writes the file and can still be flushing it when `finish` has
+    returned (seen once in CI, with the test workers beside each other)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        records = read_wandb_file(run_dir)
+        if of_kind(records, "exit") or time.monotonic() > deadline:
+            return records
+        time.sleep(0.5)
+
+
+def read_wandb_file(run_dir: Path) -> list:
     """The protobuf records of an offline W&B run: its .wandb file is a LevelDB-format log
     (32 KiB blocks of records with a 7-byte header: crc32, length, type FULL/FIRST/MIDDLE/LAST)
     after a 7-byte file header; wandb 0.31 ships no Python reader for it."""
@@ -40,7 +52,7 @@ def wandb_records(run_dir: Path) -> list:
             i += block - i % block
             continue
         _, length, kind = struct.unpack("<IHB", data[i:i + header])
-        if kind == 0:
+        if kind == 0 or i + header + length > len(data):  # the end, or a record still being written
             break
         pending += data[i + header:i + header + length]
         i += header + length
