@@ -122,12 +122,44 @@ def test_f1_2_a_curve_still_rising_where_the_profile_stopped_it_is_censored():
     assert judge(1, [rising(20)])["FDY-F1-2"][0] == "fails"  # the paper's horizon reached: not converging
 
 
-def test_f2_2_needs_a_five_point_gap_between_act_and_all():
-    full = panel("100 %", {"FedDyn": 98.0, "FedSplit Act": 97.0}, participation=1.0)
-    tenth = panel("10 %", {"FedDyn": 98.0, "FedSplit Act": 96.0, "FedSplit All": 90.0})
-    assert judge(2, [full, tenth])["FDY-F2-2"][0] == "holds"
-    close = panel("10 %", {"FedDyn": 98.0, "FedSplit Act": 96.0, "FedSplit All": 93.0})
-    assert judge(2, [full, close])["FDY-F2-2"][0] == "fails"
+ACT, ALL = "FedSplit Act, s=", "FedSplit All, s="
+
+
+def grid(server: str, tails: dict) -> dict:
+    """{label: final} of a FedSplit variant's step grid; a step given None is missing (see `missing`)."""
+    return {f"{server}{s:g}": f for s, f in tails.items() if f is not None}
+
+
+def test_f2_2_needs_a_five_point_gap_between_each_variants_best_step():
+    full = panel("100 %", {"FedDyn": 98.0, **grid(ACT, {0.1: 97.0, 1: 95.0, 10: 94.0})}, participation=1.0)
+    tenth = panel("10 %", {"FedDyn": 98.0, **grid(ACT, {0.1: 90.0, 1: 96.0, 10: 93.0}),
+                           **grid(ALL, {0.1: 88.0, 1: 90.0, 10: 85.0})})
+    verdict, detail = judge(2, [full, tenth])["FDY-F2-2"]
+    assert verdict == "holds" and "best s = 1" in detail  # Act's best (96) against All's best (90)
+    close = panel("10 %", {"FedDyn": 98.0, **grid(ACT, {0.1: 90.0, 1: 96.0, 10: 93.0}),
+                           **grid(ALL, {0.1: 88.0, 1: 90.0, 10: 93.0})})
+    assert judge(2, [full, close])["FDY-F2-2"][0] == "fails"  # All tuned to s=10 is 3 points behind
+    near = panel("10 %", {"FedDyn": 96.1, **grid(ACT, {0.1: 90.0, 1: 96.0, 10: 93.0}),
+                          **grid(ALL, {0.1: 88.0, 1: 90.0, 10: 85.0})})
+    assert judge(2, [full, near])["FDY-F2-2"][0] == "not evaluated"  # FedDyn 0.1 ahead: one seed's noise
+
+
+def test_f2_a_diverged_step_loses_a_missing_step_leaves_the_claim_open_an_all_diverged_variant_loses():
+    def f2_2(act_missing: dict):
+        p = panel("10 %", {"FedDyn": 98.0, **grid(ACT, {0.1: 92.0, 1: None, 10: 91.0}),
+                           **grid(ALL, {0.1: 80.0, 1: 82.0, 10: 81.0})}, missing=act_missing)
+        return judge(2, [p])["FDY-F2-2"]
+    verdict, detail = f2_2({f"{ACT}1": "diverged: local training diverged in round 55"})
+    assert verdict == "holds" and "1 diverged" in detail and "best s = 0.1" in detail
+    verdict, detail = f2_2({f"{ACT}1": "not run: not computed yet"})
+    assert verdict == "not evaluated" and "1 (not run)" in detail and "the grid is not complete" in detail
+    diverged = {f"{ACT}{s:g}": "diverged: in round 55" for s in (0.1, 1, 10)}
+    verdict, detail = judge(2, [panel("10 %", {"FedDyn": 98.0, **grid(ALL, {1: 82.0})}, missing=diverged)])["FDY-F2-2"]
+    # an Act that never trained loses to FedDyn and to an All that did
+    assert verdict == "fails" and "diverged at every step" in detail
+    assert "holds: FedDyn > FedSplit Act" in detail and "fails: FedSplit Act > All" in detail
+    both = {**diverged, f"{ALL}1": "diverged: in round 9"}
+    assert judge(2, [panel("10 %", {"FedDyn": 98.0}, missing=both)])["FDY-F2-2"][0] == "not evaluated"
 
 
 def test_f2_1_reads_the_tail_and_the_rounds_to_table_2s_targets():
@@ -136,10 +168,13 @@ def test_f2_1_reads_the_tail_and_the_rounds_to_table_2s_targets():
         frame.attrs["targets_100_iid"] = (97.5,)
         return evaluate_claims(["FDY-F2-1"], frame, CHECKS).iloc[0]
     # FedSplit never reaches 97.5 %, FedDyn does (a censored count is larger than any finite one)
-    ahead = f2_1(panel("100 %", {"FedDyn": 98.0, "FedSplit Act": 97.0}, participation=1.0))
-    assert ahead["verdict"] == "holds" and "rounds to 97.5 %" in ahead["detail"]
-    behind = f2_1(panel("100 %", {"FedDyn": 97.0, "FedSplit Act": 98.0}, participation=1.0))
+    ahead = f2_1(panel("100 %", {"FedDyn": 98.0, **grid(ACT, {0.1: 96.0, 1: 97.0})}, participation=1.0))
+    assert ahead["verdict"] == "holds" and "rounds to 97.5 %" in ahead["detail"] and "best s = 1" in ahead["detail"]
+    behind = f2_1(panel("100 %", {"FedDyn": 97.0, **grid(ACT, {0.1: 98.0, 1: 96.0})}, participation=1.0))
     assert behind["verdict"] == "fails"
+    never = f2_1(panel("100 %", {"FedDyn": 98.0}, participation=1.0,
+                       missing={f"{ACT}{s:g}": "diverged: in round 4" for s in (0.1, 1)}))
+    assert never["verdict"] == "holds" and "fedsplit never (diverged)" in never["detail"]
 
 
 def test_s3_1_reads_the_best_epoch_and_leaves_a_capped_shortfall_undecided(tmp_path):

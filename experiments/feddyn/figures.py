@@ -29,7 +29,7 @@ from typing import Optional
 import pandas as pd
 
 from experiments.feddyn import common
-from experiments.feddyn.claims import CHECKS
+from experiments.feddyn.claims import CHECKS, fedsplit_label
 from fedrepro.errors import ConfigError
 from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.figures import figure_dir, panel_grid
@@ -40,6 +40,9 @@ NAMES = {"mnist": "MNIST", "emnist_l": "EMNIST-L", "cifar10": "CIFAR-10", "cifar
          "shakespeare": "Shakespeare"}
 SPLIT_NAMES = {"iid": "IID", "dirichlet0.6": "Dirichlet (.6)", "dirichlet0.3": "Dirichlet (.3)", "natural": "non-IID"}
 ALPHAS = (1e-3, 1e-2, 1e-1)  # App. A.2's CIFAR-10 grid (Fig. 1 does not list its alphas)
+# FedSplit's step s (prox_{s L_k}; the paper states none): a decade either side of 1. Local SGD on
+# the prox term is stable only for lr / s < 2, so lr 0.1 puts the grid's floor above 0.05.
+FEDSPLIT_STEPS = (0.1, 1.0, 10.0)
 
 
 @dataclass
@@ -94,15 +97,18 @@ def _alpha_sweep(dataset: str, num_devices, data_root: str) -> list[Panel]:
 
 
 def _fedsplit(dataset: str, num_devices, data_root: str) -> list[Panel]:
-    # FedSplit's step and split are unstated: step 1 (conf default), IID balanced, FedAvg's epochs.
+    # FedSplit's step and split are unstated: IID balanced, FedAvg's epochs, and each variant's step
+    # tuned over FEDSPLIT_STEPS (claims.csv's rule for FDY-F2-1); claims.py compares FedDyn with
+    # each variant's best step.
     def panel(p):
         cells = {"FedDyn": _cell("FedDyn", dataset, "iid", p, 100, "balanced", "feddyn", (), num_devices,
-                                 data_root=data_root),
-                 "FedSplit Act": _cell("FedSplit Act", dataset, "iid", p, 100, "balanced", "fedsplit",
-                                       ("algorithm.server=act",), num_devices, data_root=data_root)}
-        if p < 1:  # at 100 % All and Act are the same algorithm: one curve (Fig. 2a)
-            cells["FedSplit All"] = _cell("FedSplit All", dataset, "iid", p, 100, "balanced", "fedsplit",
-                                          ("algorithm.server=all",), num_devices, data_root=data_root)
+                                 data_root=data_root)}
+        for server in ("act", "all") if p < 1 else ("act",):  # at 100 % All and Act are the same (Fig. 2a)
+            for step in FEDSPLIT_STEPS:
+                label = fedsplit_label(server, step)
+                cells[label] = _cell(label, dataset, "iid", p, 100, "balanced", "fedsplit",
+                                     (f"algorithm.server={server}", f"algorithm.step={step:g}"), num_devices,
+                                     data_root=data_root)
         return Panel(f"{p:.0%} participation, IID, 100 devices", cells, p)
     return [panel(1.0), panel(0.1)]
 
