@@ -214,6 +214,32 @@ def test_a_panel_without_runs_says_why_rendered_from_finished_runs_only(root, tm
     assert "not here" in data.loc["CIFAR-10 IID", "reason"]
 
 
+def test_a_curve_without_runs_in_a_drawn_panel_says_why(tmp_path):
+    """A panel with some curves drawn names the ones it lacks and why, in the figure and in its
+    data; a panel with none keeps one reason, or each curve's where they differ."""
+    from types import SimpleNamespace
+
+    from experiments.fedelasticnet.common import group_panels, panel_data, panels_figure, titled
+    from fedrepro.reports.grid import Cell
+
+    (tmp_path / "run").mkdir()
+    pd.DataFrame({"round": [0, 1], "all_test_acc": [0.1, 0.5]}).to_csv(tmp_path / "run" / "metrics.csv", index=False)
+    cells = [Cell({"dataset_key": d, "split_key": "natural", "algorithm_key": a})
+             for d, a in (("shakespeare", "scaffold"), ("shakespeare", "fedprox"), ("mnist", "fedprox"),
+                          ("mnist", "scaffold"))]
+    ours = pd.DataFrame({"status": ["ok", "not run", "not run", "failed"],
+                         "reason": ["", NOT_COMPUTED, NOT_COMPUTED, "failed: boom"]})
+    summaries = {0: [SimpleNamespace(summary={"status": "finished"}, folder=tmp_path / "run")]}
+    panels = group_panels(cells, ours, summaries, ["dataset_key", "split_key"], "algorithm_key")
+    assert set(panels[("shakespeare", "natural")]) == {"scaffold", "fedprox"}
+    assert panels[("shakespeare", "natural")]["fedprox"] == NOT_COMPUTED
+    assert panels[("mnist", "natural")] == f"fedprox: {NOT_COMPUTED}; scaffold: failed: boom"
+    data = panel_data(titled(panels), "all_test_acc")
+    assert data[data["series"] == "fedprox"]["reason"].tolist() == [NOT_COMPUTED]
+    assert (data["series"] == "scaffold").sum() == 2  # the drawn curve's two points
+    assert panels_figure(titled(panels), tmp_path / "f.png", title="t").stat().st_size > 5_000
+
+
 def test_a_cifar_figure_drawn_on_another_dataset_says_so(root, capsys):
     """Figs. 2-5 are CIFAR-10 in the paper: --dataset draws them on another dataset, named in the
     title and the file name; the claims file states its profile; a dataset not here is refused."""

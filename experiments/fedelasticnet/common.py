@@ -235,16 +235,27 @@ def draw_reason(ax, title: str, reason: str) -> None:
     ax.set_yticks([])
 
 
-def draw_curves(ax, title: str, curves: dict[str, pd.DataFrame], y: str, ylabel: str,
+def draw_curves(ax, title: str, curves: dict[str, object], y: str, ylabel: str,
                 scale: float = 1.0) -> None:
+    """The panel's curves ({label: metrics frame}); a label whose value is a string has no runs,
+    and the panel says which and why."""
     drawn = 0
     for label, frame in curves.items():
+        if isinstance(frame, str):
+            continue
         pts = frame[["round", y]].dropna() if y in frame else frame.iloc[:0]
         if len(pts):
             ax.plot(pts["round"], pts[y] * scale, label=label, marker="." if len(pts) < 30 else None)
             drawn += 1
     if not drawn:
         return draw_reason(ax, title, f"no {y} values recorded")
+    missing = {label: why for label, why in curves.items() if isinstance(why, str)}
+    if missing:
+        reasons = set(missing.values())
+        text = ("not run: " + ", ".join(missing) + f": {reasons.pop()}" if len(reasons) == 1 else
+                "not run:\n" + "\n".join(f"{label}: {why}" for label, why in missing.items()))
+        ax.text(0.5, 0.03, "\n".join(textwrap.fill(line, 60) for line in text.splitlines()), ha="center",
+                va="bottom", transform=ax.transAxes, fontsize="x-small", color="0.4")
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
@@ -283,6 +294,9 @@ def panel_data(panels: list[tuple[str, object]], y: str, scale: float = 1.0) -> 
             rows.append({"panel": name, "series": "", "round": None, "value": None, "reason": content})
             continue
         for label, frame in content.items():
+            if isinstance(frame, str):  # a curve without runs: its reason
+                rows.append({"panel": name, "series": label, "round": None, "value": None, "reason": frame})
+                continue
             pts = frame[["round", y]].dropna() if y in frame else frame.iloc[:0]
             rows += [{"panel": name, "series": label, "round": int(r), "value": v * scale, "reason": ""}
                      for r, v in zip(pts["round"], pts[y])]
@@ -292,23 +306,28 @@ def panel_data(panels: list[tuple[str, object]], y: str, scale: float = 1.0) -> 
 
 def group_panels(cells: list[Cell], ours: pd.DataFrame, summaries: dict, row_keys: list[str],
                  label_key: str) -> dict[tuple, object]:
-    """{row: {label: seed-0 metrics frame} or the reason it has none}, one row per distinct
-    `row_keys` value (in the cells' order), a line per `label_key`. `ours` and `summaries` are
-    what `measure` returns for `cells` (one `ours` row per cell, in their order): a cell without
-    runs gives its row's reason (not run, not computed yet, failed with the error)."""
-    panels: dict[tuple, object] = {}
+    """{row: {label: seed-0 metrics frame, or the reason that curve has none} or, when no curve
+    of the row has runs, the reason}, one row per distinct `row_keys` value (in the cells'
+    order), a line per `label_key`. `ours` and `summaries` are what `measure` returns for
+    `cells` (one `ours` row per cell, in their order): a cell without runs gives its row's
+    reason (not run, not computed yet, failed with the error)."""
+    panels: dict[tuple, dict] = {}
     for i, c in enumerate(cells):
-        row = tuple(c.keys[k] for k in row_keys)
+        curves = panels.setdefault(tuple(c.keys[k] for k in row_keys), {})
         runs = summaries.get(i, [])
         if not runs:
-            panels.setdefault(row, why_no_numbers(ours, i))
+            curves[c.keys[label_key]] = why_no_numbers(ours, i)
             continue
-        if not isinstance(panels.get(row), dict):
-            panels[row] = {}
         status = runs[0].summary["status"]
-        label = c.keys[label_key] + ("" if status == "finished" else f" ({status})")
-        panels[row][label] = run_metrics(runs[0].folder)
-    return panels
+        curves[c.keys[label_key] + ("" if status == "finished" else f" ({status})")] = run_metrics(runs[0].folder)
+    return {row: curves if any(not isinstance(v, str) for v in curves.values()) else _one_reason(curves)
+            for row, curves in panels.items()}
+
+
+def _one_reason(reasons: dict[str, str]) -> str:
+    """A panel none of whose curves has runs: their reason, or each curve's where they differ."""
+    distinct = set(reasons.values())
+    return distinct.pop() if len(distinct) == 1 else "; ".join(f"{label}: {why}" for label, why in reasons.items())
 
 
 def titled(panels: dict[tuple, object]) -> list[tuple[str, object]]:

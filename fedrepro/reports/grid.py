@@ -613,6 +613,7 @@ def why_no_numbers(frame: pd.DataFrame, i: int) -> str:
     row = frame.iloc[i]
     return row["reason"] or row["status"]
 
+
 @lru_cache(maxsize=None)
 def every_round(profile: str) -> tuple[str, ...]:
     """The override that makes `profile`'s runs evaluate every round, or none where the profile
