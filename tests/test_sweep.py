@@ -138,3 +138,19 @@ def test_sweep_figure_puts_the_numeric_key_with_most_values_on_x(tmp_path, monke
     lines = saved[0].axes[0].get_lines()
     assert len(lines) == 6 and all(len(line.get_xdata()) == 3 for line in lines)
     assert saved[0].axes[0].get_xscale() == "log"
+
+
+def test_two_sweeps_started_in_the_same_second_get_their_own_folders():
+    """The default sweep folder (hydra.sweep.dir, formatted by Hydra's `now`: strftime of the
+    start) differs for two starts 0.5 ms apart: a second sweep would otherwise write its job
+    folders into the first's and its runs.csv would list the wrong overrides."""
+    import re
+    from datetime import datetime, timedelta
+
+    from omegaconf import OmegaConf
+
+    pattern = OmegaConf.load(ROOT / "conf" / "config.yaml").hydra.sweep._get_node("dir")._value()
+    start = datetime(2026, 11, 27, 19, 11, 53, 100)
+    names = {re.sub(r"\$\{now:([^}]*)\}", lambda m: t.strftime(m.group(1)), pattern)
+             for t in (start, start + timedelta(microseconds=500))}
+    assert len(names) == 2, names
