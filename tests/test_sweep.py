@@ -149,7 +149,7 @@ def test_two_sweeps_started_in_the_same_second_get_their_own_folders():
 
     from omegaconf import OmegaConf
 
-    pattern = OmegaConf.load(ROOT / "conf" / "config.yaml").hydra.sweep._get_node("dir")._value()
+    pattern = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "config.yaml").hydra.sweep)["dir"]
     start = datetime(2026, 11, 27, 19, 11, 53, 100)
     names = {re.sub(r"\$\{now:([^}]*)\}", lambda m: t.strftime(m.group(1)), pattern)
              for t in (start, start + timedelta(microseconds=500))}

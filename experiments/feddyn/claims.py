@@ -569,16 +569,11 @@ def ahead(a, b, by: float = 0.0) -> tuple[Optional[bool], str]:
     return shared.paired_beyond([a.tails[s] - b.tails[s] for s in common_seeds], by, shared.TAIL_ACC_SPREAD)
 
 
-def not_behind(a, b, margin: float) -> tuple[Optional[bool], str]:
-    """tail(a) >= tail(b) - margin, as `ahead` decides it."""
-    return ahead(a, b, -margin)
-
-
 @CHECKS.register("FDY-F4-1")
 def fdy_f4_1(ours):
     def rule(c):
         fd = c["feddyn"]
-        judged = {x: not_behind(fd, c[x], 0.5) for x in BASELINES}
+        judged = {x: ahead(fd, c[x], -0.5) for x in BASELINES}
         behind = [x for x, (out, _) in judged.items() if out is False]
         within = [x for x, (out, _) in judged.items() if out is None]
         text = f"feddyn {_pct(fd.tail)} vs " + ", ".join(f"{x} {_pct(c[x].tail)}" for x in BASELINES) + \
@@ -663,20 +658,22 @@ def best_step(rows: pd.DataFrame, server: str) -> tuple[object, str]:
     """FedSplit `server`'s curve at its best step in a panel: the highest tail mean of the steps
     that finished (a step that diverged was tried and lost), and the grid as text. DIVERGED when
     every step diverged; None while a step has no outcome yet (not run, failed)."""
-    grid = [r for r in rows.itertuples() if r.curve.startswith(fedsplit_label(server))]
-    name = f"FedSplit {server.capitalize()}"
+    prefix = fedsplit_label(server)
+    grid = [r for r in rows.itertuples() if r.curve.startswith(prefix)]
+    name = prefix.removesuffix(", s=")
     if not grid:
         return None, f"{name} has no step in the panel"
-    outcome = {r.curve.removeprefix(fedsplit_label(server)): _pct(r.tail) if r.status == "ok" else
-               "diverged" if r.status.startswith("diverged") else f"({r.status.split(':')[0]})" for r in grid}
+    diverged = {r.curve: r.status.startswith("diverged") for r in grid}
+    outcome = {r.curve.removeprefix(prefix): _pct(r.tail) if r.status == "ok" else
+               "diverged" if diverged[r.curve] else f"({r.status.split(':')[0]})" for r in grid}
     text = f"{name} over s = " + ", ".join(f"{s} {o}" for s, o in outcome.items())
-    if any(r.status != "ok" and not r.status.startswith("diverged") for r in grid):
+    if any(r.status != "ok" and not diverged[r.curve] for r in grid):
         return None, text + ": the grid is not complete"
     finished = [r for r in grid if r.status == "ok"]
     if not finished:
         return DIVERGED, f"{text}: {DIVERGED}"
     best = max(finished, key=lambda r: r.tail)
-    return best, f"{text}: best s = {best.curve.removeprefix(fedsplit_label(server))}"
+    return best, f"{text}: best s = {best.curve.removeprefix(prefix)}"
 
 
 def _beats(a, b, names: tuple[str, str], by: float = 0.0) -> tuple[Optional[bool], str]:

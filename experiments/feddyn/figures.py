@@ -32,7 +32,7 @@ from experiments.feddyn import common
 from experiments.feddyn.claims import CHECKS, fedsplit_label
 from fedrepro.errors import ConfigError
 from fedrepro.reports.claims import evaluate_claims, write_claims
-from fedrepro.reports.figures import figure_dir, panel_grid
+from fedrepro.reports.figures import figure_dir, not_run_note, panel_grid
 from fedrepro.reports.grid import Cell
 from fedrepro.results import run_metrics
 
@@ -259,13 +259,8 @@ def _draw(ax, panel: Panel) -> None:
     if panel.curves:
         ax.legend(fontsize="x-small")
     if panel.missing:
-        why = {label: reason.removeprefix("not run: ") for label, reason in panel.missing.items()}
-        reasons = set(why.values())
-        if not panel.curves and len(reasons) == 1:  # one reason for the whole panel
-            text = "not run: " + reasons.pop()
-        else:
-            text = "not run:\n" + "\n".join(f"{label}: {reason}" for label, reason in why.items())
-        ax.text(0.5, 0.05 if panel.curves else 0.5, _wrap(text), ha="center",
+        ax.text(0.5, 0.05 if panel.curves else 0.5, _wrap(not_run_note(panel.missing, bool(panel.curves))),
+                ha="center",
                 va="bottom" if panel.curves else "center", transform=ax.transAxes, fontsize="x-small",
                 color="dimgray")
     ax.set_title(panel.title, fontsize="small")

@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 import fedrepro  # noqa: F401  (torchvision shim first)
 from fedrepro.config import CONF_DIR
 from fedrepro.data.loaders import unavailable
-from fedrepro.reports.figures import panel_grid
+from fedrepro.reports.figures import not_run_note, panel_grid
 from fedrepro.reports.grid import Cell, why_no_numbers
 from fedrepro.results import run_metrics
 
@@ -251,9 +251,7 @@ def draw_curves(ax, title: str, curves: dict[str, object], y: str, ylabel: str,
         return draw_reason(ax, title, f"no {y} values recorded")
     missing = {label: why for label, why in curves.items() if isinstance(why, str)}
     if missing:
-        reasons = set(missing.values())
-        text = ("not run: " + ", ".join(missing) + f": {reasons.pop()}" if len(reasons) == 1 else
-                "not run:\n" + "\n".join(f"{label}: {why}" for label, why in missing.items()))
+        text = not_run_note(missing, drawn=True)
         ax.text(0.5, 0.03, "\n".join(textwrap.fill(line, 60) for line in text.splitlines()), ha="center",
                 va="bottom", transform=ax.transAxes, fontsize="x-small", color="0.4")
     ax.set_title(title, fontsize=9)

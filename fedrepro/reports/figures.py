@@ -14,6 +14,16 @@ def figure_dir(results_root) -> Path:
     return path
 
 
+def not_run_note(missing: dict[str, str], drawn: bool) -> str:
+    """What a panel says of its curves without runs ({label: why}): with nothing drawn and one
+    reason, that reason; else each curve with its own."""
+    why = {label: reason.removeprefix("not run: ") for label, reason in missing.items()}
+    reasons = set(why.values())
+    if not drawn and len(reasons) == 1:
+        return "not run: " + reasons.pop()
+    return "not run:\n" + "\n".join(f"{label}: {reason}" for label, reason in why.items())
+
+
 def panel_grid(rows: int, cols: int, panel: tuple = (4.4, 3.3), *, extra_height: float = 0.0,
                dpi: int = 110, **subplots):
     """A headless figure and its (rows, cols) array of axes: an Agg canvas on a bare Figure

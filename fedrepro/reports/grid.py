@@ -606,7 +606,6 @@ def measure_cells(cells: list[Cell], metric: Callable, *, profile: str, seeds: i
     return cell_frame(cells, by_cell, metric, profile=profile)
 
 
-
 def why_no_numbers(frame: pd.DataFrame, i: int) -> str:
     """Why cell i of a `cell_frame` frame has no numbers: its reason (not_run's text, "not computed
     yet", the failure with its error), else its status."""
