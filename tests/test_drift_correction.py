@@ -48,6 +48,30 @@ def test_fedsplit_full_participation_approaches_the_optimum(problem):
     assert (w - optimum).norm() < 0.01  # inexact prox (20 SGD steps): measured 0.0023
 
 
+def _nearly_flat_problem(flatness, num_clients=100, n=20, d=3, seed=0):
+    """Least squares whose last feature is scaled by `flatness`: every client's curvature along it
+    is about flatness^2, so there the prox is nearly the identity."""
+    g = torch.Generator().manual_seed(seed)
+    xs = [torch.randn(n, d, generator=g, dtype=torch.float64) for _ in range(num_clients)]
+    for x in xs:
+        x[:, -1] *= flatness
+    ys = [x @ (3.0 * torch.randn(d, generator=g, dtype=torch.float64)) for x in xs]
+    return torch.cat(xs), torch.cat(ys), [torch.arange(k * n, (k + 1) * n) for k in range(num_clients)]
+
+
+@pytest.mark.parametrize("flatness, server, grows", [(1e-2, "act", True), (1e-2, "all", False),
+                                                     (1.0, "act", False)])
+def test_fedsplit_act_blows_up_along_a_nearly_flat_direction(flatness, server, grows):
+    """Why FedSplit-Act diverges in FedDyn's Fig. 2 (docs/reproduction.md): along a flat direction
+    each active client's z is reflected through x; averaging only the active clients' stale z
+    amplifies that (about 1.6x a round here), the mean over every z (All) does not, and without
+    the flat direction Act stays bounded. 100 clients, Bernoulli 10 %, s = 1."""
+    x, y, idx = _nearly_flat_problem(flatness)
+    w = run_convex(FedSplit(step=1.0, server=server), x, y, idx, rounds=60, local_steps=10, lr=LR, rate=0.1)
+    size = float(w.abs().max())  # measured: 6.5e12, 0.50, 0.51
+    assert (size > 1e6) if grows else (size < 10), size
+
+
 def test_feddyn_code_form_equals_the_papers_h_state_form(problem):
     """FedDyn Algorithm 1 as printed: grad memory g_k, server state h, step for step."""
     x, y, idx, _ = problem
