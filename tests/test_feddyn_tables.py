@@ -355,3 +355,32 @@ def test_a_curve_with_a_failed_seed_is_missing_not_a_mean_of_the_others(tmp_path
     figures.fill([panel], results)
     assert set(panel.curves) == {"partial", "ok"} and list(panel.curves["partial"]) == [0]
     assert panel.missing == {"failed": "failed: disk full, round 40"}
+
+
+def test_a_diverged_curve_is_drawn_up_to_where_it_stopped_and_not_judged(tmp_path):
+    """A diverged seed's rounds are drawn (dashed, in the panel data under 'diverged after round
+    N') and dropped from the not-run note; the claims read `curves` only, which it stays out of."""
+    from types import SimpleNamespace
+
+    from fedrepro.reports.grid import Cell
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "metrics.csv").write_text("round,all_test_acc\n0,0.1\n5,0.4\n10,nan\n")
+    run = SimpleNamespace(folder=folder, summary={"seed": 0, "status": "diverged", "rounds_completed": 12})
+    panel = figures.Panel("p", {"Act": Cell({"curve": "Act"}, ["x=1"]), "All": Cell({"curve": "All"}, ["x=1"])})
+    frame = pd.DataFrame([{"status": "diverged", "reason": "local training diverged in round 12"},
+                          {"status": "not run", "reason": "not computed yet"}])
+    results = SimpleNamespace(options=SimpleNamespace(eval_every_round=False),
+                              measure=lambda cells, metric: (frame, {0: [run]}))
+    figures.fill([panel], results)
+    assert panel.curves == {} and set(panel.missing) == {"Act", "All"} and set(panel.diverged) == {"Act"}
+    data = figures.panel_data([panel])
+    assert set(data.curve) == {"Act: diverged after round 12"} and list(data["round"]) == [0, 5, 10]
+    from fedrepro.reports.figures import panel_grid
+
+    _, axes = panel_grid(1, 1)
+    figures._draw(axes[0, 0], panel)
+    note = " ".join(t.get_text() for t in axes[0, 0].texts)
+    assert "not computed yet" in note and "diverged" not in note
+    assert [t.get_text() for t in axes[0, 0].get_legend().get_texts()] == ["Act: diverged after round 12"]

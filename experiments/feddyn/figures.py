@@ -52,6 +52,9 @@ class Panel:
     participation: Optional[float] = None
     curves: dict = field(default_factory=dict)  # curve label -> {seed: metrics frame} (filled by `fill`)
     missing: dict = field(default_factory=dict)  # curve label -> why it has no data (filled by `fill`)
+    # curve label -> {seed: (metrics frame, rounds completed)} of the seeds that diverged: drawn up
+    # to their last round, never read by the claims (filled by `fill`)
+    diverged: dict = field(default_factory=dict)
 
 
 def _cell(label: str, dataset: str, split: str, participation: float, devices: int, balance: str,
@@ -174,7 +177,8 @@ def fill(panels: list[Panel], results) -> None:
     """Read every runnable curve's finished runs, one per seed, into its panel (`results`: the
     target's runs). With --done-only a seed the store lacks is left out, so a curve holds the
     seeds that finished; a curve none of whose seeds finished, or one with a seed that diverged
-    or failed, is missing, with why (a mean over the other seeds would hide it)."""
+    or failed, is missing, with why (a mean over the other seeds would hide it). Its diverged
+    seeds are kept apart, to be drawn up to where they stopped."""
     todo = [(p, label, c) for p in panels for label, c in p.cells.items() if not c.not_run]
     frame, runs = results.measure(common.with_eval_extra([c for _, _, c in todo], results.options),
                                   lambda run: 0.0)
@@ -186,6 +190,10 @@ def fill(panels: list[Panel], results) -> None:
             p.curves[label] = {seed: run_metrics(folder) for seed, folder in sorted(finished.items())}
         else:
             p.missing[label] = f"{row.status}: {row.reason}"
+            diverged = sorted((r.summary["seed"], r) for r in runs.get(i, []) if r.summary["status"] == "diverged")
+            if diverged:
+                p.diverged[label] = {seed: (run_metrics(r.folder), r.summary["rounds_completed"])
+                                     for seed, r in diverged}
 
 
 def _horizon(cell: Cell) -> float:
@@ -230,10 +238,18 @@ def curve_frame(number: int, panels: list[Panel]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def diverged_label(label: str, rounds_completed) -> str:
+    """A diverged curve's name: where it stopped (rounds completed; one a seed, comma-separated)."""
+    return f"{label}: diverged after round{'s' if ',' in str(rounds_completed) else ''} {rounds_completed}"
+
+
 def panel_data(panels: list[Panel]) -> pd.DataFrame:
-    """Every drawn point: panel, curve, seed, round, all_test_acc (the figure's data, as CSV)."""
+    """Every drawn point: panel, curve, seed, round, all_test_acc (the figure's data, as CSV); a
+    diverged seed's points under its curve's label with where it stopped."""
     parts = [df[["round", "all_test_acc"]].assign(panel=p.title, curve=label, seed=seed)
              for p in panels for label, seeds in p.curves.items() for seed, df in seeds.items()]
+    parts += [df[["round", "all_test_acc"]].assign(panel=p.title, curve=diverged_label(label, done), seed=seed)
+              for p in panels for label, seeds in p.diverged.items() for seed, (df, done) in seeds.items()]
     columns = ["panel", "curve", "seed", "round", "all_test_acc"]
     return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
 
@@ -256,13 +272,22 @@ def _draw(ax, panel: Panel) -> None:
         line, = ax.plot(acc.index, acc.mean(axis=1), label=name, marker="." if len(acc) < 30 else None)
         if len(seeds) > 1:  # the seeds' range
             ax.fill_between(acc.index, acc.min(axis=1), acc.max(axis=1), color=line.get_color(), alpha=0.2)
-    if panel.curves:
-        ax.legend(fontsize="x-small")
-    if panel.missing:
-        ax.text(0.5, 0.05 if panel.curves else 0.5, _wrap(not_run_note(panel.missing, bool(panel.curves))),
-                ha="center",
-                va="bottom" if panel.curves else "center", transform=ax.transAxes, fontsize="x-small",
-                color="dimgray")
+    for label, seeds in panel.diverged.items():  # dashed up to the last evaluated round, x at its end
+        color = None
+        for seed, (df, done) in seeds.items():
+            acc = _seed_curves({seed: df})[seed]
+            acc = acc[acc.map(math.isfinite)]
+            name = diverged_label(label, ", ".join(str(d) for _, d in seeds.values())) if color is None else None
+            line, = ax.plot(acc.index, acc, linestyle="--", label=name, color=color)
+            color = line.get_color()  # one colour and one legend entry a curve, whatever its seeds
+            ax.plot(acc.index[-1:], acc.iloc[-1:], marker="x", color=color)
+    drawn = bool(panel.curves or panel.diverged)
+    if drawn:
+        ax.legend(fontsize="x-small" if len(panel.curves) + len(panel.diverged) < 6 else "xx-small")
+    unexplained = {label: why for label, why in panel.missing.items() if label not in panel.diverged}
+    if unexplained:
+        ax.text(0.5, 0.05 if drawn else 0.5, _wrap(not_run_note(unexplained, drawn)), ha="center",
+                va="bottom" if drawn else "center", transform=ax.transAxes, fontsize="x-small", color="dimgray")
     ax.set_title(panel.title, fontsize="small")
     ax.set_xlabel("round")
     ax.set_ylabel("test accuracy (%)")
