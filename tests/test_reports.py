@@ -330,3 +330,16 @@ def test_mean_interval_of_non_finite_seeds_has_no_spread():
     assert mean_interval([1.0, math.inf]) == (math.inf, math.inf, math.inf)
     mean, lo, hi = mean_interval([1.0, 2.0, 3.0])
     assert mean == 2.0 and lo < 1.0 and hi > 3.0  # t(2) = 4.30: half-width 2.48
+
+
+def test_a_panels_not_run_note_gives_each_reason_once_after_its_curves():
+    from fedrepro.reports.figures import not_run_note
+
+    missing = {"fedprox": "not run: not computed yet", "fen_alg1": "not run: not computed yet",
+               "feddyn": "diverged: round 43"}
+    assert not_run_note(missing, drawn=True) == ("not run:\nfedprox, fen_alg1: not computed yet\n"
+                                                 "feddyn: diverged: round 43")
+    assert not_run_note({k: missing[k] for k in ("fedprox", "fen_alg1")}, drawn=False) == \
+        "not run: not computed yet"
+    assert not_run_note({k: missing[k] for k in ("fedprox", "fen_alg1")}, drawn=True) == \
+        "not run:\nfedprox, fen_alg1: not computed yet"

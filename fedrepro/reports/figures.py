@@ -16,12 +16,13 @@ def figure_dir(results_root) -> Path:
 
 def not_run_note(missing: dict[str, str], drawn: bool) -> str:
     """What a panel says of its curves without runs ({label: why}): with nothing drawn and one
-    reason, that reason; else each curve with its own."""
-    why = {label: reason.removeprefix("not run: ") for label, reason in missing.items()}
-    reasons = set(why.values())
-    if not drawn and len(reasons) == 1:
-        return "not run: " + reasons.pop()
-    return "not run:\n" + "\n".join(f"{label}: {reason}" for label, reason in why.items())
+    reason, that reason; else each reason once, after the curves it holds for."""
+    curves_of: dict[str, list[str]] = {}
+    for label, reason in missing.items():
+        curves_of.setdefault(reason.removeprefix("not run: "), []).append(label)
+    if not drawn and len(curves_of) == 1:
+        return "not run: " + next(iter(curves_of))
+    return "not run:\n" + "\n".join(f"{', '.join(labels)}: {reason}" for reason, labels in curves_of.items())
 
 
 def panel_grid(rows: int, cols: int, panel: tuple = (4.4, 3.3), *, extra_height: float = 0.0,
