@@ -284,7 +284,9 @@ def _draw(ax, panel: Panel) -> None:
     drawn = bool(panel.curves or panel.diverged)
     if drawn:
         ax.legend(fontsize="x-small" if len(panel.curves) + len(panel.diverged) < 6 else "xx-small")
-    unexplained = {label: why for label, why in panel.missing.items() if label not in panel.diverged}
+    # a curve drawn as diverged needs no note; one whose run status is another (failed) keeps it
+    unexplained = {label: why for label, why in panel.missing.items()
+                   if not (label in panel.diverged and why.startswith("diverged"))}
     if unexplained:
         ax.text(0.5, 0.05 if drawn else 0.5, _wrap(not_run_note(unexplained, drawn)), ha="center",
                 va="bottom" if drawn else "center", transform=ax.transAxes, fontsize="x-small", color="dimgray")
