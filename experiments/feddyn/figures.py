@@ -190,10 +190,10 @@ def fill(panels: list[Panel], results) -> None:
             p.curves[label] = {seed: run_metrics(folder) for seed, folder in sorted(finished.items())}
         else:
             p.missing[label] = f"{row.status}: {row.reason}"
-            diverged = sorted((r.summary["seed"], r) for r in runs.get(i, []) if r.summary["status"] == "diverged")
-            if diverged:
-                p.diverged[label] = {seed: (run_metrics(r.folder), r.summary["rounds_completed"])
-                                     for seed, r in diverged}
+            if row.status == "diverged":  # drawn up to where it stopped (a failed seed beside it: the note only)
+                p.diverged[label] = {r.summary["seed"]: (run_metrics(r.folder), r.summary["rounds_completed"])
+                                     for r in sorted(runs.get(i, []), key=lambda r: r.summary["seed"])
+                                     if r.summary["status"] == "diverged"}
 
 
 def _horizon(cell: Cell) -> float:
@@ -238,9 +238,10 @@ def curve_frame(number: int, panels: list[Panel]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def diverged_label(label: str, rounds_completed) -> str:
-    """A diverged curve's name: where it stopped (rounds completed; one a seed, comma-separated)."""
-    return f"{label}: diverged after round{'s' if ',' in str(rounds_completed) else ''} {rounds_completed}"
+def diverged_label(label: str, rounds_completed: list[int]) -> str:
+    """A diverged curve's name: where its seeds stopped (rounds completed, one a seed)."""
+    return f"{label}: diverged after round{'s' if len(rounds_completed) > 1 else ''} " + \
+        ", ".join(map(str, rounds_completed))
 
 
 def panel_data(panels: list[Panel]) -> pd.DataFrame:
@@ -248,7 +249,7 @@ def panel_data(panels: list[Panel]) -> pd.DataFrame:
     diverged seed's points under its curve's label with where it stopped."""
     parts = [df[["round", "all_test_acc"]].assign(panel=p.title, curve=label, seed=seed)
              for p in panels for label, seeds in p.curves.items() for seed, df in seeds.items()]
-    parts += [df[["round", "all_test_acc"]].assign(panel=p.title, curve=diverged_label(label, done), seed=seed)
+    parts += [df[["round", "all_test_acc"]].assign(panel=p.title, curve=diverged_label(label, [done]), seed=seed)
               for p in panels for label, seeds in p.diverged.items() for seed, (df, done) in seeds.items()]
     columns = ["panel", "curve", "seed", "round", "all_test_acc"]
     return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
@@ -277,16 +278,14 @@ def _draw(ax, panel: Panel) -> None:
         for seed, (df, done) in seeds.items():
             acc = _seed_curves({seed: df})[seed]
             acc = acc[acc.map(math.isfinite)]
-            name = diverged_label(label, ", ".join(str(d) for _, d in seeds.values())) if color is None else None
+            name = diverged_label(label, [d for _, d in seeds.values()]) if color is None else None
             line, = ax.plot(acc.index, acc, linestyle="--", label=name, color=color)
             color = line.get_color()  # one colour and one legend entry a curve, whatever its seeds
             ax.plot(acc.index[-1:], acc.iloc[-1:], marker="x", color=color)
     drawn = bool(panel.curves or panel.diverged)
     if drawn:
         ax.legend(fontsize="x-small" if len(panel.curves) + len(panel.diverged) < 6 else "xx-small")
-    # a curve drawn as diverged needs no note; one whose run status is another (failed) keeps it
-    unexplained = {label: why for label, why in panel.missing.items()
-                   if not (label in panel.diverged and why.startswith("diverged"))}
+    unexplained = {label: why for label, why in panel.missing.items() if label not in panel.diverged}
     if unexplained:
         ax.text(0.5, 0.05 if drawn else 0.5, _wrap(not_run_note(unexplained, drawn)), ha="center",
                 va="bottom" if drawn else "center", transform=ax.transAxes, fontsize="x-small", color="dimgray")
