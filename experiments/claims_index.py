@@ -21,7 +21,9 @@ wrote when it rendered). A verdict word of those files becomes one of:
 When several files judge one claim (several targets, or one target at several datasets or
 profiles), the row shows each file's verdict and heads it with the project's own rule for
 several checks of one claim (`fedrepro.reports.claims.combine`): any fails, it fails; else any
-undecided (or not run yet, or not runnable), it is not decided; else it holds.
+undecided (or not run yet, or not runnable), it is not decided; else it holds. A claim that one
+case confirms (`CONFIRMED_BY_ONE_CASE`) holds when any file finds its case and fails only when
+every file fails.
 """
 from __future__ import annotations
 
@@ -68,6 +70,12 @@ NOT_RUNNABLE = {
 # Fragments of a target's "data not here: ..." line -> the data it names.
 ABSENT_DATA = (("UCI_HAR", "UCI HAR features"), ("a2a", "a2a training file"),
                ("CIFAR100", "CIFAR-100"), ("cifar100", "CIFAR-100"), ("a1a.t", "a1a test file"))
+
+# Claims whose rule asks for one case, not every case ("confirmed if the list is non-empty"): a
+# file that finds the case decides them; a file that finds none does not contradict another's.
+CONFIRMED_BY_ONE_CASE = {
+    "REV-R1-6": "the reviewer's point is confirmed by one (setting, pair) where a variant trails its base",
+}
 
 # A headline verdict from several files: the first of these any file has.
 RANK = ("fails", "undecided", "not run yet", "not runnable", "holds")
@@ -247,9 +255,10 @@ def read_verdicts(measured: Path, targets: list) -> tuple[dict[str, list[tuple[V
     return by_claim, problems
 
 
-def verdict_cell(found: list[tuple[Verdict, str, str]]) -> tuple[str, str]:
+def verdict_cell(found: list[tuple[Verdict, str, str]], one_case: bool = False) -> tuple[str, str]:
     """(category, cell) over the files that judge a claim; each file's verdict is shown when they
-    differ."""
+    differ. one_case: the claim needs one case (`CONFIRMED_BY_ONE_CASE`), so one file that holds
+    decides it and a file that fails only says its own figures lack the case."""
     by_text: dict[str, list[str]] = {}  # cell text -> the files (stems) that give it
     categories = []
     categorised = [(verdict, *category_of(verdict)) for verdict, _, _ in found]  # once per file
@@ -257,7 +266,8 @@ def verdict_cell(found: list[tuple[Verdict, str, str]]) -> tuple[str, str]:
     for verdict, category, text in judged or categorised:  # files outside the claim's scope judge nothing
         categories.append(category)
         by_text.setdefault(text, []).append(verdict.source.removesuffix("_claims.md"))
-    headline = next((c for c in ("as written", *RANK) if c in categories), "not judged yet")
+    rank = ("holds", *(c for c in RANK if c not in ("holds", "fails")), "fails") if one_case else RANK
+    headline = next((c for c in ("as written", *rank) if c in categories), "not judged yet")
     if len(by_text) == 1:
         return headline, next(iter(by_text))
     return headline, f"{headline}; by file: " + "; ".join(f"{text} ({', '.join(stems)})"
@@ -279,7 +289,7 @@ def targets_cell(claim_id: str, found: list, targets: list) -> str:
 def row_of(claim: dict, found: list, targets: list) -> Row:
     cid = claim["claim_id"]
     if found:
-        category, verdict = verdict_cell(found)
+        category, verdict = verdict_cell(found, one_case=cid in CONFIRMED_BY_ONE_CASE)
         profiles = ", ".join(dict.fromkeys(p for _, p, _ in found))
         sources = ", ".join(f"`{v.source}` ({p})" for v, p, _ in found)
     elif cid in NOT_RUNNABLE:
@@ -346,7 +356,9 @@ def header(rows: list[Row], empirical: list[Row], constructed: list[Row]) -> lis
         "round cap, noise, some runs not made); *not run yet*: none of its scope was run (compute: the "
         "target's output says which runs); *not runnable*: the data it needs is not here; *not judged yet*: "
         "no committed output of its target. Several files: any fails, it fails; else the first of undecided, "
-        "not run yet, not runnable that a file gives; each file's verdict is shown when they differ.",
+        "not run yet, not runnable that a file gives; each file's verdict is shown when they differ. A claim "
+        f"one case confirms ({', '.join(sorted(CONFIRMED_BY_ONE_CASE))}) holds when any file finds the case "
+        "and fails only when every file fails.",
         "",
         "Targets: `make <paper>-<target>` runs `python -m experiments <paper> <target>` (paper: fen, feddyn, "
         "losac, l2gd). "

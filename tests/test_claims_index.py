@@ -112,6 +112,17 @@ def test_several_files_fail_if_one_fails_and_show_each():
     assert text == "fails; by file: holds (a_table); fails (a_table_other)"
 
 
+def test_a_claim_one_case_confirms_holds_on_one_file_and_fails_only_on_all():
+    def verdicts(*words):
+        return [(ci.Verdict("X-1", word, ("no (base, variant) pair with ok runs",) if word == "not evaluated" else (),
+                            f"fig{i}_claims.md"), "quick", "t") for i, word in enumerate(words)]
+    assert ci.verdict_cell(verdicts("fails", "holds", "not evaluated"), one_case=True)[0] == "holds"
+    assert ci.verdict_cell(verdicts("fails", "not evaluated"), one_case=True)[0] == "not run yet"
+    assert ci.verdict_cell(verdicts("fails", "fails"), one_case=True)[0] == "fails"
+    assert ci.verdict_cell(verdicts("holds", "not evaluated"))[0] == "not run yet"  # every case needed
+    assert set(ci.CONFIRMED_BY_ONE_CASE) <= {c["claim_id"] for c in ci.read_catalogue()}
+
+
 def test_profile_is_read_where_stated_and_unstated_otherwise(tmp_path):
     assert ci.stated_profile("### Table 2, profile=paper\n") == "paper"
     assert ci.stated_profile("- profile quick; seeds 1\n- rounds: 500 at profile=paper\n") == "quick"
