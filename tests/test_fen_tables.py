@@ -210,13 +210,14 @@ def test_a_panel_without_runs_says_why_rendered_from_finished_runs_only(root, tm
     assert main(["fen", "fig6", "--profile", "smoke", "--seeds", "1", "--splits", "iid", "--done-only",
                  "--results-root", str(tmp_path / "empty")]) == 0
     data = pd.read_csv(tmp_path / "empty" / "figures" / "fedelasticnet_fig6_data.csv").set_index("panel")
-    assert data.loc["MNIST IID", "reason"] == NOT_COMPUTED
+    assert data.loc["MNIST IID", "reason"] == f"not run: {NOT_COMPUTED}"
     assert "not here" in data.loc["CIFAR-10 IID", "reason"]
 
 
 def test_a_curve_without_runs_in_a_drawn_panel_says_why(tmp_path):
     """A panel with some curves drawn names the ones it lacks and why, in the figure and in its
-    data; a panel with none keeps one reason, or each curve's where they differ."""
+    data; a panel with none gives its note as a FedDyn panel does (`not_run_note`): one reason, or
+    each reason once after its curves."""
     from types import SimpleNamespace
 
     from experiments.fedelasticnet.common import group_panels, panel_data, panels_figure, titled
@@ -233,7 +234,7 @@ def test_a_curve_without_runs_in_a_drawn_panel_says_why(tmp_path):
     panels = group_panels(cells, ours, summaries, ["dataset_key", "split_key"], "algorithm_key")
     assert set(panels[("shakespeare", "natural")]) == {"scaffold", "fedprox"}
     assert panels[("shakespeare", "natural")]["fedprox"] == NOT_COMPUTED
-    assert panels[("mnist", "natural")] == f"fedprox: {NOT_COMPUTED}; scaffold: failed: boom"
+    assert panels[("mnist", "natural")] == f"not run:\nfedprox: {NOT_COMPUTED}\nscaffold: failed: boom"
     data = panel_data(titled(panels), "all_test_acc")
     assert data[data["series"] == "fedprox"]["reason"].tolist() == [NOT_COMPUTED]
     assert (data["series"] == "scaffold").sum() == 2  # the drawn curve's two points

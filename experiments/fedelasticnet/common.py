@@ -228,7 +228,8 @@ def new_figure(n: int, title: str, ncols: int = 3, size=(4.4, 3.3)):
 
 def draw_reason(ax, title: str, reason: str) -> None:
     text = reason if reason.startswith("not run") else f"not run: {reason}"
-    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(text, 34)), ha="center", va="center",
+    lines = [line for paragraph in text.splitlines() for line in textwrap.wrap(paragraph, 34)]
+    ax.text(0.5, 0.5, "\n".join(lines), ha="center", va="center",
             transform=ax.transAxes, color="0.4")
     ax.set_title(title, fontsize=9)
     ax.set_xticks([])
@@ -318,14 +319,8 @@ def group_panels(cells: list[Cell], ours: pd.DataFrame, summaries: dict, row_key
             continue
         status = runs[0].summary["status"]
         curves[c.keys[label_key] + ("" if status == "finished" else f" ({status})")] = run_metrics(runs[0].folder)
-    return {row: curves if any(not isinstance(v, str) for v in curves.values()) else _one_reason(curves)
+    return {row: curves if any(not isinstance(v, str) for v in curves.values()) else not_run_note(curves, drawn=False)
             for row, curves in panels.items()}
-
-
-def _one_reason(reasons: dict[str, str]) -> str:
-    """A panel none of whose curves has runs: their reason, or each curve's where they differ."""
-    distinct = set(reasons.values())
-    return distinct.pop() if len(distinct) == 1 else "; ".join(f"{label}: {why}" for label, why in reasons.items())
 
 
 def titled(panels: dict[tuple, object]) -> list[tuple[str, object]]:
