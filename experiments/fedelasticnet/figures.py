@@ -20,8 +20,10 @@ runnable dataset (MNIST) and say so in their title. Panels whose runs cannot be 
 Fig. 2 needs the uploaded values themselves, which the store does not keep (the ledger reduces
 each message at once). They are captured by running the figure's runs once more, in a
 temporary results root, with a Ledger subclass (run_experiment's `ledger_class`) that also keeps the
-last round's uplink messages: the run is the store's run bit for bit (same config, same
-seeds), and the capture is checked against the round's logged nonzeros and entropy. The
+last round's uplink messages: the run is the store's run (same config, same seeds), bit for bit
+on the same device and thread count and up to float rounding on others (CIFAR-10's Algorithm 2,
+re-run at one thread: 0.1 % more cumulative nonzeros, one test sample), and the capture is checked
+against its own round's logged nonzeros and entropy. The
 captured values are cached in <results-root>/captures/<run key>.pt.
 """
 from __future__ import annotations
