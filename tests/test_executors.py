@@ -1,5 +1,6 @@
 """The batched executor against the sequential one, `executor=auto`, and client sharding across
 processes (fedrepro/engine/batched.py, sharded.py). Speed is measured by `make bench`, not here."""
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -75,7 +76,7 @@ def test_fused_step_is_the_torch_step(terms, clip):
     """The numba kernel (2 passes, chunked norm) against the torch form of the same step, on
     d spanning several chunks, a client with coef 0 (past its last step: w untouched) and a
     clip that binds for some clients only."""
-    assert fused._numba_kernel() is not None  # numba is a dependency: the CPU path must be the kernel
+    assert fused._kernels() is not None  # numba is a dependency: the CPU path must be the kernel
     g = torch.Generator().manual_seed(0)
     s, d = 5, 2 * fused._CHUNK + 123
     w = torch.randn(s, d, generator=g)
@@ -95,6 +96,26 @@ def test_fused_step_is_the_torch_step(terms, clip):
     fused.sgd_step(w, grad, anchors=anchors, linear=linear, clip=clip, **per)
     assert torch.allclose(w, w_ref, atol=1e-6, rtol=1e-6), float((w - w_ref).abs().max())
     assert torch.equal(w[1], w_ref[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])  # the numba kernel; the torch form
+def test_layer_bound_is_its_definition(dtype):
+    """add_layer_bound adds (sum_b ||dz_b|| sqrt(||h_b||^2 + 1))^2 per client, from h or from the
+    given row norms, on a transposed (non-contiguous) dz as the last layer's is; and it bounds the
+    norm of the layer's [weight | bias] gradient dz^T [h | 1]."""
+    g = torch.Generator().manual_seed(0)
+    dz = (torch.randn(4, 10, 7, generator=g, dtype=dtype) * torch.tensor([1e-3, 1.0, 0.0, 30.0], dtype=dtype)[:, None, None])
+    dz = dz.transpose(1, 2)  # (clients 4, batch 7, out 10), stored as its transpose
+    h = torch.rand(4, 7, 5, generator=g, dtype=dtype)
+    h_norms = torch.sqrt(h.square().sum(2) + 1)
+    expected = ((dz.square().sum(2).sqrt() * h_norms).sum(1) ** 2).to(torch.float64)
+    start = np.array([0.5, 0.0, 2.0, 1.0])
+    for kwargs in (dict(h=h), dict(h_norms=h_norms)):
+        acc = start.copy()
+        fused.add_layer_bound(acc, dz, **kwargs)
+        assert np.allclose(acc - start, expected.numpy(), rtol=1e-5, atol=0), (acc - start, expected)
+    gradient = torch.cat([dz.transpose(1, 2) @ h, dz.sum(1).unsqueeze(2)], dim=2)  # dz^T [h | 1]
+    assert bool((gradient.square().sum((1, 2)) <= expected * (1 + 1e-5)).all())
 
 
 def test_fused_step_keeps_a_divergence_visible():

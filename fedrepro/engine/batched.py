@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedrepro.engine.fused import sgd_step
+from fedrepro.engine.fused import add_layer_bound, sgd_step
 from fedrepro.engine.local import ClientJob, SequentialExecutor, schedule_rows
 from fedrepro.engine.precision import DEFAULT_PRECISION, autocast, is_mixed
 from fedrepro.errors import ConfigError
@@ -227,23 +227,40 @@ class BatchedExecutor(SequentialExecutor):
             lin_w = [torch.stack([v[wo:bo].view(fo, fi) for v in linears]) for wo, bo, fi, fo in layers]
             lin_b = [torch.stack([v[bo:bo + fo] for v in linears]) for wo, bo, fi, fo in layers]
             lin_norm = sum(v.square().sum((1, 2)) + u.square().sum(1) for v, u in zip(lin_w, lin_b)).sqrt()
-        # the round's per-step values, gathered once: batch rows, labels, weights, input norms
+            lin_norm = lin_norm.to(torch.float64).numpy()
+        # the round's per-step values, gathered once and split into per-step views (a step's Python
+        # costs about as much as its small kernels, so each call saved counts: docs/performance.md)
         rows_t = rows.transpose(0, 1).reshape(horizon, s * b)
         y_t, weight_t = self.y[rows_t].view(horizon, s, b), weight.transpose(0, 1).contiguous()
-        x_norms_t = self._row_norms()[rows_t].view(horizon, s, b) if clip is not None else None
+        x_norms_t = self._row_norms()[rows_t].view(horizon, s, b).unbind(0) if clip is not None else None
         sig_t, step_t, fold_t, sigma_end = _scales(coefs, decay)
-        sig32, step32 = sig_t.to(dtype).view(horizon, s, 1, 1), step_t.to(dtype).view(horizon, s, 1, 1)
+        sig32 = sig_t.to(dtype).view(horizon, s, 1, 1).unbind(0)
+        step32 = step_t.to(dtype).view(horizon, s, 1, 1).unbind(0)
+        cross_entropy = self.loss_kind == "cross_entropy"
+        if cross_entropy:  # labels as gather / scatter indices, the batch weights over (S, classes, B)
+            y_idx, w_cb = y_t.unsqueeze(2).unbind(0), weight_t.unsqueeze(2).unbind(0)
+            nll = torch.empty(horizon, s, 1, b, dtype=dtype)  # -log p(label), summed after the loop
+            minus_one = torch.full((s, 1, b), -1.0, dtype=dtype)
+        acc = np.zeros(s)  # the clipping bound's square, per client
         x_buf = torch.empty(s * b, self.features.shape[1], dtype=dtype)
+        x = x_buf.view(s, b, -1)
+        Vt, bias_b = [v.transpose(1, 2) for v in V], [u.unsqueeze(1) for u in bias]  # views: see the updates
         total = torch.zeros(s, dtype=dtype)
-        for t in range(horizon):
-            x = torch.index_select(self.features, 0, rows_t[t], out=x_buf).view(s, b, -1)
+        for t, rows_now in enumerate(rows_t.unbind(0)):
+            torch.index_select(self.features, 0, rows_now, out=x_buf)
             sig = sig32[t]
             hs = [x]
             for i in range(last + 1):  # z = sigma (h V^T + b / sigma); `bias` holds b / sigma
-                z = torch.baddbmm(bias[i].unsqueeze(1), hs[i], V[i].transpose(1, 2)).mul_(sig)
+                z = torch.baddbmm(bias_b[i], hs[i], Vt[i]).mul_(sig)
                 hs.append(z if i == last else z.relu_())
-            loss, dz = self._loss_and_dz(hs.pop(), y_t[t], weight_t[t])
-            total += loss
+            out = hs.pop()
+            if cross_entropy:  # _loss_and_dz's cross-entropy, its loss read after the loop
+                logp = out.transpose(1, 2).contiguous().log_softmax(1)  # (S, C, B)
+                torch.gather(logp, 1, y_idx[t], out=nll[t])
+                dz = logp.exp_().scatter_add_(1, y_idx[t], minus_one).mul_(w_cb[t]).transpose(1, 2)
+            else:
+                loss, dz = self._loss_and_dz(out, y_t[t], weight_t[t])
+                total += loss
             dzs = [dz]  # d loss / d z, last layer first, all at the weights before this step
             for i in range(last, 0, -1):
                 dzs.append(torch.ops.aten.threshold_backward(torch.bmm(dzs[-1], V[i]).mul_(sig), hs[i], 0))
@@ -252,25 +269,29 @@ class BatchedExecutor(SequentialExecutor):
             col = step32[t]  # -lr / sigma after the step, times clip_grad_norm_'s factor where it is not 1
             if clip is not None:
                 # layer i's [weight | bias] gradient is dz^T [h | 1]: its norm is at most
-                # sum_b ||dz_b|| sqrt(||h_b||^2 + 1)
-                h_norms = [x_norms_t[t]] + [_with_one(torch.linalg.vector_norm(h, dim=2)) for h in hs[1:]]
-                per_layer = [torch.linalg.vecdot(torch.linalg.vector_norm(dz_i, dim=2), h_i)
-                             for dz_i, h_i in zip(dzs, h_norms)]
-                bound = torch.linalg.vector_norm(torch.stack(per_layer), dim=0)
-                if linears is not None:
-                    bound += lin_norm
+                # sum_b ||dz_b|| sqrt(||h_b||^2 + 1); the global norm at most the root of their squares' sum
+                acc[:] = 0.0
+                add_layer_bound(acc, dzs[0], h_norms=x_norms_t[t])
+                for i in range(1, last + 1):
+                    add_layer_bound(acc, dzs[i], hs[i])
+                bound = np.sqrt(acc) if linears is None else np.sqrt(acc) + lin_norm
                 # margin: far above float32 rounding of either norm
-                if not bool((bound * (1 + 1e-3) + 1e-5 < clip).all()):
+                if not float(bound.max()) * (1 + 1e-3) + 1e-5 < clip:
                     scale = self._exact_scale(dzs, dbs, hs, *((lin_w, lin_b) if linears is not None else ()))
                     col = (step_t[t] * scale.to(torch.float64)).to(dtype).view(s, 1, 1)
+            col_b = col.view(s, 1)
             for i in range(last + 1):  # V <- V - (lr / sigma) (linear + dz^T h), the data part in the product
                 if linears is not None:
                     V[i].addcmul_(lin_w[i], col)
-                V[i].baddbmm_((dzs[i] * col).transpose(1, 2), hs[i])
-                bias[i].addcmul_(dbs[i] if linears is None else dbs[i] + lin_b[i], col.view(s, 1))
+                V[i].baddbmm_(torch.mul(dzs[i], col).transpose(1, 2), hs[i])
+                bias[i].addcmul_(dbs[i] if linears is None else dbs[i] + lin_b[i], col_b)
             if t in fold_t:  # fold those clients' scale back in before their V grows large
                 for v in V + bias:
                     v.mul_(fold_t[t].to(dtype).view(-1, *[1] * (v.dim() - 1)))
+        if cross_entropy:
+            # each client's steps summed along a contiguous row: the same order whatever the clients
+            # beside it (a client's numbers do not depend on them, bit for bit)
+            total -= (nll.view(horizon, s, b) * weight_t).sum(2).t().contiguous().sum(1)
         w = torch.empty(s, self.model.dim, dtype=dtype)
         sig = sigma_end.to(dtype)
         for i, (wo, bo, fi, fo) in enumerate(layers):

@@ -14,9 +14,15 @@ d = 199 210 and 10 clients (8 MB each) cost more than the step's matrix products
 nothing needs the norm), parallel over (client, chunk) pairs; elsewhere (a GPU, float64)
 the torch form below runs. Both give the same numbers to float32 rounding (the kernel sums
 the norm in chunks; tests/test_executors.py compares them).
+
+Also here, for the batched executor's scaled path: `add_layer_bound`, the clipping bound of one
+layer's gradient in one pass (a numba kernel on the CPU, its torch form elsewhere).
 """
 from __future__ import annotations
 
+import threading
+
+import numpy as np
 import torch
 
 _CHUNK = 16384  # elements per (client, chunk) task: a few L1-sized slices per thread
@@ -29,13 +35,11 @@ def sgd_step(w: torch.Tensor, grad: torch.Tensor, coef: torch.Tensor, *, decay: 
     step's total gradient). coef, decay, mu, l1: (S,) per client; anchors (S, d) are given
     when any mu or l1 is nonzero (None skips those terms)."""
     if w.device.type == "cpu" and w.dtype == torch.float32 and w.is_contiguous() and grad.is_contiguous():
-        kernel = _numba_kernel()
-        if kernel is not None:
-            import numba
-
-            numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+        kernels = _kernels()
+        if kernels is not None:
+            _numba_threads()
             empty = w.new_empty((0, 0)).numpy()
-            kernel(w.numpy(), grad.numpy(),
+            kernels["sgd_step"](w.numpy(), grad.numpy(),
                    anchors.contiguous().numpy() if anchors is not None else empty,
                    linear.contiguous().numpy() if linear is not None else empty,
                    *(v.to(torch.float32).contiguous().numpy() for v in (coef, decay, mu, l1)),
@@ -60,16 +64,50 @@ def torch_sgd_step(w, grad, coef, *, decay, mu, l1, anchors, linear, clip) -> No
     w.addcmul_(c.expand_as(grad), grad, value=-1.0)
 
 
-_KERNEL: list = []  # [compiled kernel or None], filled on first use
+def add_layer_bound(acc: np.ndarray, dz: torch.Tensor, h: torch.Tensor | None = None,
+                    h_norms: torch.Tensor | None = None) -> None:
+    """acc (S,) float64 += (sum_b ||dz_b|| sqrt(||h_b||^2 + 1))^2 for each client: the square of an
+    upper bound of the norm of one Linear layer's [weight | bias] gradient dz^T [h | 1] (Cauchy-Schwarz),
+    dz (S, B, out) and h (S, B, in), or h_norms (S, B), sqrt(||h_b||^2 + 1) given. The batched
+    executor's scaled path sums it over layers and compares with the clip every step: one pass of one
+    call where the torch form is about seven kernels per layer (docs/performance.md)."""
+    kernels = _kernels() if dz.device.type == "cpu" and dz.dtype == torch.float32 else None
+    if kernels is not None:
+        _numba_threads()
+        kernels["layer_bound"](dz.numpy(), _EMPTY3 if h is None else h.numpy(),
+                               _EMPTY2 if h_norms is None else h_norms.numpy(), acc)
+        return
+    if h_norms is None:
+        h_norms = torch.hypot(torch.linalg.vector_norm(h, dim=2), torch.ones((), dtype=h.dtype))
+    per_client = torch.linalg.vecdot(torch.linalg.vector_norm(dz, dim=2), h_norms)
+    acc += per_client.to(torch.float64).square().cpu().numpy()
 
 
-def _numba_kernel():
-    """The compiled kernel, or None where numba is not installed (the torch form runs)."""
-    if not _KERNEL:
+_EMPTY2, _EMPTY3 = np.empty((0, 0), np.float32), np.empty((0, 0, 0), np.float32)
+_KERNELS: list = []  # [{name: compiled kernel} or None], filled on first use
+
+
+def _numba_threads() -> None:
+    """numba's thread count for this Python thread: torch's (numba keeps it per thread; setting it
+    costs ~40 us, more than a small kernel, so it is set only when torch's count changed)."""
+    want = torch.get_num_threads()
+    if getattr(_THREADS_SET, "count", None) != want:
+        import numba
+
+        numba.set_num_threads(max(1, min(want, numba.config.NUMBA_NUM_THREADS)))
+        _THREADS_SET.count = want
+
+
+_THREADS_SET = threading.local()  # .count: the torch thread count numba was last set to, this thread
+
+
+def _kernels() -> dict | None:
+    """The compiled kernels by name, or None where numba is not installed (the torch forms run)."""
+    if not _KERNELS:
         try:
-            kernel = _compile()
+            kernels = _compile()
         except ImportError:
-            kernel = None
+            kernels = None
         else:
             # Starting numba's threads sets OpenMP's thread count to all cores, and its OpenMP
             # layer shares torch's runtime: put torch's count back (sharded processes run one
@@ -79,8 +117,8 @@ def _numba_kernel():
 
             numba.get_num_threads()
             torch.set_num_threads(threads)
-        _KERNEL.append(kernel)
-    return _KERNEL[0]
+        _KERNELS.append(kernels)
+    return _KERNELS[0]
 
 
 def _compile():
@@ -140,4 +178,24 @@ def _compile():
             for j in range(hi - lo):
                 wi[j] = keep * wi[j] - step * gi[j]
 
-    return kernel
+    @njit(parallel=True, fastmath={"reassoc", "contract"}, cache=True, boundscheck=False)
+    def layer_bound(dz, h, hn, acc):  # pragma: no cover (compiled)
+        s, b, o = dz.shape
+        use_h = h.shape[0] > 0
+        for i in prange(s):
+            total = 0.0
+            for r in range(b):
+                a = np.float32(0.0)
+                for j in range(o):
+                    a += dz[i, r, j] * dz[i, r, j]
+                if use_h:
+                    c = np.float32(0.0)
+                    for j in range(h.shape[2]):
+                        c += h[i, r, j] * h[i, r, j]
+                    h_norm = np.sqrt(np.float64(c) + 1.0)
+                else:
+                    h_norm = np.float64(hn[i, r])
+                total += np.sqrt(np.float64(a)) * h_norm
+            acc[i] += total * total
+
+    return {"sgd_step": kernel, "layer_bound": layer_bound}
