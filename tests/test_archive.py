@@ -86,7 +86,6 @@ def test_only_a_missing_archive_folder_is_a_usage_error(tmp_path, monkeypatch):
 # since lost, before runs were archived. Being re-run under the same keys (FedElasticNet Fig. 7
 # draws them): a key leaves this set when its re-run is archived.
 LOST_BEFORE_THE_ARCHIVE = {
-    "ddc5a674e52c9a4e",  # IID: Alg. 2
     "e8b54ed68c0a7393",  # IID: FedDyn sending updates
     "a2a18ae26dcdfb69",  # non-IID: FedDyn sending updates
 }
