@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedrepro.engine.fused import add_layer_bound, sgd_step
+from fedrepro.engine.fused import add_layer_bound, norm_with_one, sgd_step
 from fedrepro.engine.local import ClientJob, SequentialExecutor, schedule_rows
 from fedrepro.engine.precision import DEFAULT_PRECISION, autocast, is_mixed
 from fedrepro.errors import ConfigError
@@ -54,11 +54,6 @@ from fedrepro.seeding import generator
 
 # the scaled path folds sigma back into the weights when a client's scale falls below this
 _RESCALE_BELOW = 0.25
-
-
-def _with_one(norms: torch.Tensor) -> torch.Tensor:
-    """sqrt(norms^2 + 1): the norm of an input row with the bias's constant 1 appended."""
-    return torch.hypot(norms, torch.ones((), dtype=norms.dtype))
 
 
 def _scales(coefs: torch.Tensor, decay: torch.Tensor):
@@ -197,7 +192,7 @@ class BatchedExecutor(SequentialExecutor):
         """sqrt(||x_i||^2 + 1) of every training sample: the first layer's inputs (and the bias's 1)
         in the clipping bound."""
         if self._x_norms is None:
-            self._x_norms = _with_one(torch.linalg.vector_norm(self.features, dim=1))
+            self._x_norms = norm_with_one(torch.linalg.vector_norm(self.features, dim=1))
         return self._x_norms
 
     def _train_scaled(self, starts: list[torch.Tensor], linears: list[torch.Tensor] | None, rows: torch.Tensor,
@@ -226,8 +221,8 @@ class BatchedExecutor(SequentialExecutor):
         if linears is not None:
             lin_w = [torch.stack([v[wo:bo].view(fo, fi) for v in linears]) for wo, bo, fi, fo in layers]
             lin_b = [torch.stack([v[bo:bo + fo] for v in linears]) for wo, bo, fi, fo in layers]
-            lin_norm = sum(v.square().sum((1, 2)) + u.square().sum(1) for v, u in zip(lin_w, lin_b)).sqrt()
-            lin_norm = lin_norm.to(torch.float64).numpy()
+            lin_sq = sum(v.square().sum((1, 2)) + u.square().sum(1) for v, u in zip(lin_w, lin_b))
+            lin_norm = lin_sq.sqrt().double().numpy()  # added to the bound on the host
         # the round's per-step values, gathered once and split into per-step views (a step's Python
         # costs about as much as its small kernels, so each call saved counts: docs/performance.md)
         rows_t = rows.transpose(0, 1).reshape(horizon, s * b)

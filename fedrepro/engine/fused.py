@@ -78,9 +78,14 @@ def add_layer_bound(acc: np.ndarray, dz: torch.Tensor, h: torch.Tensor | None = 
                                _EMPTY2 if h_norms is None else h_norms.numpy(), acc)
         return
     if h_norms is None:
-        h_norms = torch.hypot(torch.linalg.vector_norm(h, dim=2), torch.ones((), dtype=h.dtype))
+        h_norms = norm_with_one(torch.linalg.vector_norm(h, dim=2))
     per_client = torch.linalg.vecdot(torch.linalg.vector_norm(dz, dim=2), h_norms)
     acc += per_client.to(torch.float64).square().cpu().numpy()
+
+
+def norm_with_one(norms: torch.Tensor) -> torch.Tensor:
+    """sqrt(norms^2 + 1): the norm of an input row with the bias's constant 1 appended."""
+    return torch.hypot(norms, torch.ones((), dtype=norms.dtype))
 
 
 _EMPTY2, _EMPTY3 = np.empty((0, 0), np.float32), np.empty((0, 0, 0), np.float32)
