@@ -105,6 +105,35 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
+def matmul_rate(seconds: float, device: str = "cpu") -> float:
+    """FLOP/s of a 2048 x 2048 float32 product on `device` at this thread count (on a GPU, in the
+    precision torch's defaults give float32 products: full float32 unless TF32 is switched on)."""
+    a, b = torch.randn(2048, 2048, device=device), torch.randn(2048, 2048, device=device)
+    a @ b
+    synchronize()
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a @ b
+        n += 1
+        if n % 10 == 0:
+            synchronize()
+    synchronize()
+    return 2 * 2048 ** 3 * n / (time.perf_counter() - t0)
+
+
+def mlp_sample_flops(in_dim: int, hidden, num_classes: int, batch: int = 50) -> tuple[float, float]:
+    """(FLOPs a training sample costs: forward + backward, FLOPs an evaluated sample costs: forward)
+    of the MLP, as torch's FlopCounterMode counts its products (linear in the batch for an MLP)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model, x = mlp_module(in_dim, hidden, num_classes), torch.randn(batch, in_dim)
+    with FlopCounterMode(display=False) as train:
+        nn.functional.cross_entropy(model(x), torch.zeros(batch, dtype=torch.long)).backward()
+    with FlopCounterMode(display=False) as forward, torch.no_grad():
+        model(x)
+    return train.get_total_flops() / batch, forward.get_total_flops() / batch
+
+
 @dataclass(frozen=True)
 class RoundSetting:
     """One federated setting, as fedrepro overrides and as the reference loop's parameters."""
@@ -304,6 +333,7 @@ class ReferenceLoop:
         if self.eval_models == 3:
             models["selected"] = sel_weights @ active
         row = {"round": t + 1, "clients": len(selected), "steps": sum(self.round_steps.values()),
+               "train_samples": s.epochs(self.algorithm) * int(self.sizes[selected].sum()),
                "eval_samples": len(models) * (len(self.y_test) + len(self.y_train))}
         for label, w in models.items():
             model = self.module_with(w)
@@ -396,14 +426,20 @@ class PartTimer:
 
 
 def measure_pair(algorithm: str, threads: int, data, source: str, setting: RoundSetting, rounds: int,
-                 parts=None, eval_models: int = 2, device: str = "cpu") -> list[dict]:
+                 parts=None, eval_models: int = 2, device: str = "cpu", rate_seconds: float = 2.0) -> list[dict]:
     """The reference loop and fedrepro at `threads` threads, their rounds interleaved (round t of the
     reference, then round t of fedrepro, ...), so that a change of the machine's load meets both
-    sides alike; two rows, with where each side's time went (`*_share`)."""
+    sides alike; two rows, with where each side's time went (`*_share`).
+
+    fedrepro's row also gives its round's products alone at the matmul rate of these threads
+    (`products_seconds`: trained samples x forward-and-backward FLOPs + evaluated samples x forward
+    FLOPs, over `matmul_rate`), and `attainable_speedup` = the reference's seconds / that: no
+    executor doing these products reaches more, whatever it saves around them."""
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     ref_timer, fed_timer = PartTimer(), PartTimer()
     try:
+        rate = matmul_rate(rate_seconds, device)
         cfg, parts, fed = fedrepro_federation(algorithm, setting, data, rounds, parts, device)
         w0 = fed.algorithm.server_model().clone()
         ref = ReferenceLoop(algorithm, setting, data.x_train, data.y_train, data.x_test, data.y_test, parts, w0,
@@ -441,12 +477,16 @@ def measure_pair(algorithm: str, threads: int, data, source: str, setting: Round
                "speedup": 1.0, "server_test_acc": ref_rows[-1]["server_test_acc"],
                **ref_timer.shares(ref_s, ("train", "eval"))}
     fed_eval = fedrepro_eval_samples(fed.loop)
+    train_flops, eval_flops = mlp_sample_flops(ref.in_dim, setting.hidden, ref.num_classes, setting.batch)
+    products_s = (sum(r["train_samples"] for r in ref_rows) / rounds * train_flops + fed_eval * eval_flops) / rate
     fed_row = {**common, "method": "round_fedrepro",
                "executor": f"fedrepro {executor} (profile=paper, executor=auto)",
                "seconds_per_round": fed_s / rounds, "client_steps_per_s": sum(fed_steps) / fed_s,
                "eval_models": fed_eval // (len(fed.loop.eval_data.y_test) + len(fed.loop.eval_data.y_train)),
                "eval_samples_per_round": fed_eval, "speedup": ref_s / fed_s,
                "server_test_acc": fed_rows[-1]["server_test_acc"],
+               "threads_matmul_gflops": rate / 1e9, "products_seconds": products_s,
+               "attainable_speedup": ref_s / rounds / products_s,
                **fed_timer.shares(fed_s, ("train", "eval", "aggregate"))}
     if fed_steps and sum(fed_steps) / rounds != common["local_steps_per_round"]:
         log.warning(f"{algorithm}: local steps differ (reference {common['local_steps_per_round']:.0f}, "
@@ -455,7 +495,8 @@ def measure_pair(algorithm: str, threads: int, data, source: str, setting: Round
 
 
 def round_rows(data_root: Optional[str], rounds: int, algorithms=ALGORITHMS, threads=(1, 2),
-               setting: RoundSetting = PAPER, eval_models: int = 2, data=None, device: str = "cpu") -> list[dict]:
+               setting: RoundSetting = PAPER, eval_models: int = 2, data=None, device: str = "cpu",
+               rate_seconds: float = 2.0) -> list[dict]:
     """Every (threads, algorithm) pair's two rows (`measure_pair`), one pair after the other in this process."""
     if data is None:
         data, source = mnist_data(data_root)
@@ -468,11 +509,13 @@ def round_rows(data_root: Optional[str], rounds: int, algorithms=ALGORITHMS, thr
     rows = []
     for n in threads:
         for algorithm in algorithms:
-            pair = measure_pair(algorithm, n, data, source, setting, rounds, parts, eval_models, device)
+            pair = measure_pair(algorithm, n, data, source, setting, rounds, parts, eval_models, device,
+                                rate_seconds)
             ref, ours = pair
             log.info(f"paper-setting round, {algorithm}, {device}, {n} thread{'s' if n > 1 else ''}: reference "
                      f"{ref['seconds_per_round']:.2f} s, fedrepro {ours['seconds_per_round']:.2f} s "
-                     f"({ours['speedup']:.2f}x; {ref['local_steps_per_round']:.0f} client-steps a round, evaluated "
+                     f"({ours['speedup']:.2f}x, at most {ours['attainable_speedup']:.2f}x at the matmul rate; "
+                     f"{ref['local_steps_per_round']:.0f} client-steps a round, evaluated "
                      f"{ref['eval_samples_per_round']} / {ours['eval_samples_per_round']} samples; {source})")
             rows += pair
     return rows
@@ -495,15 +538,17 @@ def rounds_markdown(rows: list[dict], rounds: int) -> str:
         lines.append([workload.removeprefix("mnist_").removesuffix("_round"), threads,
                       f"{ref['clients_per_round']:.1f}", f"{ref['local_steps_per_round']:.0f}",
                       f"{ref['seconds_per_round']:.2f}", f"{ours['seconds_per_round']:.2f}",
-                      f"**{ours['speedup']:.2f}x**",
+                      f"**{ours['speedup']:.2f}x**", f"{ours['attainable_speedup']:.2f}x",
                       f"{ref['eval_samples_per_round']} / {ours['eval_samples_per_round']}",
                       " / ".join(pct(ref, p) for p in ("train", "eval", "other")),
                       " / ".join(pct(ours, p) for p in ("train", "eval", "aggregate", "other"))])
     headers = ["paper-setting round", "threads", "clients", "client-steps", "reference s/round",
-               "fedrepro s/round", "speed-up", "evaluated samples (ref / fedrepro)",
+               "fedrepro s/round", "speed-up", "at most (products alone)", "evaluated samples (ref / fedrepro)",
                "reference: train / eval / other", "fedrepro: train / eval / aggregate / other"]
     first = rows[0]
     return (f"\n{rounds} round{'s' if rounds > 1 else ''} of FedDyn's MNIST setting a side, interleaved "
             f"({first['data']}; reference: DataLoader + nn.Module + SGD as the papers' code, "
             f"{first['eval_models']} models evaluated a round; fedrepro: profile=paper, executor=auto):\n\n"
-            + markdown_grid(headers, lines, right_align={1, 2, 3, 4, 5, 6}) + "\n")
+            + markdown_grid(headers, lines, right_align={1, 2, 3, 4, 5, 6, 7}) + "\n"
+            + "\n(at most: the reference's seconds over fedrepro's round's products alone at the matmul rate "
+              "of those threads, the speed-up no executor doing these products can pass)\n")

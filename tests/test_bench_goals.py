@@ -20,3 +20,16 @@ def test_goal_two_is_judged_only_with_the_makefiles_malloc_tunables(monkeypatch)
     assert bench.malloc_tuned()
     monkeypatch.delenv("GLIBC_TUNABLES")
     assert not bench.malloc_tuned()
+
+
+def test_goal_one_says_when_the_rounds_products_alone_rule_it_out():
+    """A paper round below 3x is 'not met' either way; the line adds what the round's products alone at
+    the matmul rate would allow, and calls the goal out of reach when that is below 3x."""
+    def line(speedup, most):
+        row = {"method": "round_fedrepro", "workload": "mnist_fedavg_round", "threads": 1,
+               "speedup": speedup, "attainable_speedup": most}
+        return bench.goals_markdown(pd.DataFrame(), [row], []).splitlines()[-1]
+
+    assert "holds" in line(3.2, 4.0) and "products alone" not in line(3.2, 4.0)
+    assert "not met (products alone: 3.58x)" in line(2.66, 3.58)
+    assert "out of reach at this matmul rate (products alone: 2.99x)" in line(2.48, 2.99)

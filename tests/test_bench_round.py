@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from experiments.bench_round import (ReferenceLoop, RoundSetting, feddyn_server_update, fedrepro_eval_samples,
-                                     fedrepro_federation, round_rows, rounds_markdown)
+                                     fedrepro_federation, mlp_sample_flops, round_rows,
+                                     rounds_markdown)
 from fedrepro.data.common import DatasetTensors
 
 # 4 clients of 50 samples, batch 20: 3 batches an epoch, the last one partial; 2 epochs
@@ -105,7 +106,7 @@ def test_feddyn_client_and_server_state_are_the_papers(data):
 
 def test_bench_rows_and_table(data):
     before = torch.get_num_threads()
-    rows = round_rows(None, 1, algorithms=("fedavg",), threads=(1,), setting=TINY, data=data)
+    rows = round_rows(None, 1, algorithms=("fedavg",), threads=(1,), setting=TINY, data=data, rate_seconds=0.1)
     assert torch.get_num_threads() == before
     assert [r["method"] for r in rows] == ["round_reference", "round_fedrepro"]
     ref, ours = rows
@@ -115,6 +116,12 @@ def test_bench_rows_and_table(data):
     assert ours["speedup"] == pytest.approx(ref["seconds_per_round"] / ours["seconds_per_round"])
     assert (ref["eval_models"], ours["eval_models"]) == (2, 2)  # FedAvg: the server is the selected mean
     assert ours["eval_samples_per_round"] == 2 * (60 + 200)
+    # the products floor: 2 selected clients x 50 samples x 2 epochs trained, 520 samples evaluated
+    train_flops, eval_flops = mlp_sample_flops(20, TINY.hidden, 10)
+    assert eval_flops == 2 * (20 * 16 + 16 * 10) and train_flops > 2 * eval_flops
+    assert ours["products_seconds"] * ours["threads_matmul_gflops"] * 1e9 == pytest.approx(
+        ref["clients_per_round"] * 50 * 2 * train_flops + 520 * eval_flops)
+    assert ours["attainable_speedup"] == pytest.approx(ref["seconds_per_round"] / ours["products_seconds"])
     table = rounds_markdown(rows, 1)
     assert "| fedavg" in table and "reference s/round" in table
 
