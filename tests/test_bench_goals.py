@@ -33,3 +33,23 @@ def test_goal_one_says_when_the_rounds_products_alone_rule_it_out():
     assert "holds" in line(3.2, 4.0) and "products alone" not in line(3.2, 4.0)
     assert "not met (products alone: 3.58x)" in line(2.66, 3.58)
     assert "out of reach at this matmul rate (products alone: 2.99x)" in line(2.48, 2.99)
+
+
+def test_a_ratio_goal_holds_only_when_every_turn_meets_it():
+    """Goals 2 and 4 compare two rows timed in turns: turn i of each saw the same load, so each turn
+    gives a ratio; a verdict that one turn would flip is 'undecided', with the turns' spread."""
+    def turns_frame(fast_turns, products_turns):
+        median = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+        return pd.DataFrame({"workload": ["mnist_mlp_p10"] * 2, "method": ["fast", "products_only"],
+                             "client_steps_per_s": [median(fast_turns), median(products_turns)],
+                             "turns": [";".join(map(str, fast_turns)), ";".join(map(str, products_turns))]})
+
+    assert bench.turn_ratios(turns_frame([90, 80], [100, 100]), "mnist_mlp_p10", "fast", "products_only") == [0.9, 0.8]
+    steady = bench.goals_markdown(turns_frame([90, 88, 86], [100, 100, 100]), [], [])
+    assert "holds (turns 86%-90%)" in steady
+    flips = bench.goals_markdown(turns_frame([90, 80, 86], [100, 100, 100]), [], [])
+    assert "undecided: 2 of 3 turns meet it (turns 80%-90%)" in flips and "holds" not in flips
+    assert "not met (turns 70%-80%)" in bench.goals_markdown(turns_frame([70, 80, 75], [100, 100, 100]), [], [])
+    no_turns = pd.DataFrame({"workload": ["cifar_cnn_p10"] * 2, "method": ["fast", "dataloader"],
+                             "client_steps_per_s": [38, 27]})  # a bench.csv from before the turns column
+    assert bench.goals_markdown(no_turns, [], []).splitlines()[-1].endswith("not met |")
