@@ -81,19 +81,9 @@ def test_only_a_missing_archive_folder_is_a_usage_error(tmp_path, monkeypatch):
         archive.main(["--results-root", str(tmp_path), "--archive", str(tmp_path), "restore"])
 
 
-# Runs that committed outputs name but the archive lacks: the Shakespeare runs of FedElasticNet
-# Tables 2 and 3 (`fedelasticnet_table{2,3}_shakespeare*`), trained on 2026-11-22 on a machine
-# since lost, before runs were archived. Being re-run under the same keys (FedElasticNet Fig. 7
-# draws them): a key leaves this set when its re-run is archived.
-LOST_BEFORE_THE_ARCHIVE = {
-    "e8b54ed68c0a7393",  # IID: FedDyn sending updates
-    "a2a18ae26dcdfb69",  # non-IID: FedDyn sending updates
-}
-
-
 def test_every_run_a_committed_output_names_is_archived():
     """Each finished or diverged run in a committed `*_runs.csv` with run keys is in the archive,
-    so a fresh clone re-renders it; the runs known lost are listed above, and only while lost."""
+    so a fresh clone re-renders it."""
     measured = Path(__file__).resolve().parent.parent / "docs" / "measured"
     named = set()
     for path in measured.glob("*_runs.csv"):
@@ -101,5 +91,4 @@ def test_every_run_a_committed_output_names_is_archived():
         if {"key", "status"} <= set(runs.columns):
             named |= set(runs[runs.status.isin(["finished", "diverged"])].key.dropna())
     archived = {p.name for p in (measured / "runs").iterdir()}
-    assert named - archived <= LOST_BEFORE_THE_ARCHIVE, sorted(named - archived - LOST_BEFORE_THE_ARCHIVE)
-    assert not LOST_BEFORE_THE_ARCHIVE & archived, f"archived now, take out of the list: {LOST_BEFORE_THE_ARCHIVE & archived}"
+    assert named <= archived, sorted(named - archived)

@@ -270,3 +270,38 @@ def test_evaluation_does_not_depend_on_the_eval_batch(name, shape, classes, toke
         assert other_acc == acc and other_loss == pytest.approx(loss, rel=1e-5)
     with pytest.raises(ValueError, match="batch_size=0"):
         evaluate(model, w, x, y, batch_size=0)
+
+
+def test_a_run_keeps_large_temporaries_in_the_heap():
+    """keep_freed_memory (run_experiment calls it) raises glibc's mmap threshold: a 10 MB tensor is
+    then carved from the heap, not mapped on fresh pages; with a 1 MB threshold it is mapped (the
+    probe, glibc's mallinfo2 count of mapped bytes, sees the difference)."""
+    import ctypes
+
+    from fedrepro.runner import keep_freed_memory
+
+    try:
+        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        pytest.skip("needs glibc 2.33+ (mallinfo2)")
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                    "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    mallinfo2.restype = MallInfo2
+
+    def mapped_growth() -> int:  # bytes mapped while a 10 MB tensor lives
+        before = mallinfo2().hblkhd
+        t = torch.ones(10 << 18)
+        grown = mallinfo2().hblkhd - before
+        del t
+        return grown
+
+    try:
+        assert keep_freed_memory(1 << 20)
+        assert mapped_growth() >= 10 << 20
+        assert keep_freed_memory()
+        assert mapped_growth() == 0
+    finally:
+        keep_freed_memory()

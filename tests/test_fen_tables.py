@@ -429,22 +429,3 @@ def test_counts_refuse_zero_and_words(capsys, monkeypatch):
     monkeypatch.setenv("SEEDS", "0")  # the environment's default is checked the same way
     with pytest.raises(SystemExit):
         parser_for("fen", overhead, "overhead").parse_args(["--profile", "smoke"])
-
-
-def test_a_committed_table_without_archived_runs_is_judged_again_from_its_csv(tmp_path):
-    """Tables 2-4 on Shakespeare (runs not archived): the table's claims are judged again from its
-    CSV; a claim the CSV cannot judge (FEN-T2-5 needs the parameter count) keeps its verdict."""
-    from experiments.fedelasticnet.rejudge import rejudge
-
-    measured = Path(__file__).resolve().parent.parent / "docs" / "measured"
-    for name in ("fedelasticnet_table2_shakespeare.csv", "fedelasticnet_table2_shakespeare_claims.md"):
-        (tmp_path / name).write_text((measured / name).read_text())
-    before = (tmp_path / "fedelasticnet_table2_shakespeare_claims.md").read_text()
-    text = rejudge(tmp_path / "fedelasticnet_table2_shakespeare.csv")
-    t2_5 = re.search(r"(?ms)^- \*\*FEN-T2-5\*\*.*?(?=^- \*\*)", before).group(0)
-    assert t2_5 in text and "FEN-T2-5 as judged on the runs" in text
-    assert verdict(text, "FEN-T2-7") == "not evaluated" and "outside its scope" in text  # image datasets only
-    assert verdict(text, "FEN-T2-1") == "holds"
-    assert rejudge(tmp_path / "fedelasticnet_table2_shakespeare.csv") == text  # judged again: the same
-    with pytest.raises(ConfigError, match="Table 2-4 CSV"):
-        rejudge(tmp_path / "fedelasticnet_table5.csv")
