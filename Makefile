@@ -24,9 +24,6 @@ DONE_ONLY ?=
 # target, after the target's own (--override on the command line).
 OVERRIDES ?=
 export PROFILE SEEDS JOBS LAUNCHER LAUNCHER_CONFIG DONE_ONLY OVERRIDES
-# glibc's malloc: keep the few-MB per-step temporaries of the batched executor in the heap
-# instead of mapping and unmapping them every step (docs/performance.md)
-export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456
 
 .PHONY: install quickstart test clean claims table2 table3 table4 table5 compare-compression centralized status \
 	archive restore targets bench help

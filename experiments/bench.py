@@ -444,15 +444,15 @@ def main(argv=None) -> int:
     rounds = args.rounds if args.rounds is not None else (1 if args.profile == "smoke" else 5)
     only = set(args.only.split(",")) if args.only else None
     threads = torch.get_num_threads()
+    # glibc's thresholds, as runs set them: without them goal 2's baseline is slowed (docs/performance.md)
+    malloc_ok = device != "cpu" or keep_freed_memory()
     peak = matmul_rate(seconds, args.device)
     log.info(f"{platform.node()} {where}, torch {torch.__version__}, "
              f"{threads} threads, GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r}")
     log.info(f"matmul 2048^2 float32: {peak / 1e9:.1f} GFLOP/s")
-    # else goal 2's baseline is slowed (malloc_tuned); outside make, the thresholds a run sets itself
-    malloc_ok = device != "cpu" or malloc_tuned() or keep_freed_memory()
     if not malloc_ok:
-        log.warning("GLIBC_TUNABLES lacks the Makefile's mmap_threshold: large tensors are mmap'd and zeroed "
-                    "each step, which slows products_only most; run `make bench` (goal 2 is not judged)")
+        log.warning("glibc's malloc thresholds could not be set (not glibc?): large tensors are mmap'd and "
+                    "zeroed each step, which slows products_only most (goal 2 is not judged)")
     rows = []
     chosen = [w.to(args.device) for w in workloads(os.environ.get("FEDREPRO_DATA_ROOT"))]
     if only:
@@ -652,13 +652,6 @@ def ledger_row(seconds: float, dim: int = 199_210, clients: int = 10, repeats: i
     return {"dim": dim, **rate, "speedup": rate["one_pass"] / rate["torch_path"]}
 
 
-def malloc_tuned() -> bool:
-    """Whether glibc runs with the Makefile's raised mmap threshold (`make bench` exports it). Without
-    it each large tensor the products allocate is mmap'd and zeroed anew: `products_only` at 100
-    clients (80 MB of weight gradients a step) then measured 1 896 client-steps/s against 2 764."""
-    return "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", "")
-
-
 def turn_ratios(frame: pd.DataFrame, workload: str, num: str, den: str) -> list[float]:
     """num's rate over den's in each turn of `interleaved_turns` (the same turn: the same load), from
     the rows' `turns` column; [] where a row has none (a bench.csv from before it, or not in turns)."""
@@ -688,7 +681,7 @@ def turn_verdict(ratios: list[float], median: float, goal: float, fmt: str) -> s
 def goals_markdown(frame: pd.DataFrame, round_rows: list[dict], stacked: list[dict],
                    malloc_ok: bool = True) -> str:
     """Issue 30's goals as this run measured them: each ratio, its goal, and whether it holds.
-    malloc_ok False (a CPU run without `malloc_tuned`): the products-alone ratios are not judged."""
+    malloc_ok False (a CPU run where `keep_freed_memory` failed): the products-alone ratios are not judged."""
     lines = []
 
     def rate(workload, method):
@@ -707,7 +700,7 @@ def goals_markdown(frame: pd.DataFrame, round_rows: list[dict], stacked: list[di
         fast, ceiling = rate(workload, "fast"), rate(workload, "products_only")
         if fast and ceiling:
             verdict = turn_verdict(turn_ratios(frame, workload, "fast", "products_only"), fast / ceiling, 0.85,
-                                   "{:.0%}") if malloc_ok else "not judged: run as `make bench` (its GLIBC_TUNABLES)"
+                                   "{:.0%}") if malloc_ok else "not judged: glibc's malloc thresholds could not be set"
             lines.append([f"{workload}: batched step / its products alone", f"{fast / ceiling:.0%}", ">= 85%",
                           verdict])
     for r in stacked:

@@ -43,11 +43,12 @@ class RunResult:
 
 def keep_freed_memory(threshold: int = 256 << 20) -> bool:
     """glibc's malloc: serve blocks under `threshold` bytes from the heap and keep freed memory
-    there (its mmap and trim thresholds), as the Makefile's GLIBC_TUNABLES does for `make` targets,
-    so that a run started without make gets it too. Otherwise each large per-step temporary (a CNN's
-    10 MB pooling gradient, the batched executor's weight gradients) lands on fresh pages that are
-    zeroed every step: 9 % of a CIFAR CNN step, about a third of the 100-client MNIST products
-    (docs/performance.md). False where the C library is not glibc; numbers do not change."""
+    there (its mmap and trim thresholds), in this process (`mallopt`) and in the processes it
+    starts (`GLIBC_TUNABLES`, read at their start: `train.devices` ranks). Otherwise each large
+    per-step temporary (a CNN's 10 MB pooling gradient, the batched executor's weight gradients)
+    lands on fresh pages that are zeroed every step: 9 % of a CIFAR CNN step, about a third of the
+    100-client MNIST products (docs/performance.md). False where the C library is not glibc;
+    numbers do not change."""
     import ctypes
 
     try:
@@ -55,7 +56,13 @@ def keep_freed_memory(threshold: int = 256 << 20) -> bool:
     except (OSError, AttributeError):
         return False
     M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # malloc.h
-    return bool(mallopt(M_MMAP_THRESHOLD, threshold)) and bool(mallopt(M_TRIM_THRESHOLD, threshold))
+    if not (mallopt(M_MMAP_THRESHOLD, threshold) and mallopt(M_TRIM_THRESHOLD, threshold)):
+        return False
+    tunables = [t for t in os.environ.get("GLIBC_TUNABLES", "").split(":")
+                if t and not t.startswith(("glibc.malloc.mmap_threshold=", "glibc.malloc.trim_threshold="))]
+    os.environ["GLIBC_TUNABLES"] = ":".join(tunables + [f"glibc.malloc.mmap_threshold={threshold}",
+                                                        f"glibc.malloc.trim_threshold={threshold}"])
+    return True
 
 
 def run_experiment(cfg: DictConfig, *, interrupt_after: Optional[int] = None,

@@ -276,13 +276,14 @@ def test_evaluation_does_not_depend_on_the_eval_batch(name, shape, classes, toke
 def test_a_run_keeps_large_temporaries_in_the_heap():
     """keep_freed_memory (run_experiment calls it) raises glibc's mmap threshold: a 10 MB tensor is
     then carved from the heap, not mapped on fresh pages; with a 1 MB threshold it is mapped (the
-    probe, glibc's mallinfo2 count of mapped bytes, sees the difference). In a fresh interpreter:
-    a long-lived heap may hold a free chunk large enough, which malloc prefers to either."""
+    probe, glibc's mallinfo2 count of mapped bytes, sees the difference). A process it starts (a
+    `train.devices` rank) gets the same threshold through GLIBC_TUNABLES, other tunables kept. In
+    fresh interpreters: a long-lived heap may hold a free chunk large enough, which malloc prefers."""
     import subprocess
     import sys
 
     probe = """
-import ctypes, sys, torch
+import ctypes, os, subprocess, sys, torch
 from fedrepro.runner import keep_freed_memory
 try:
     mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
@@ -296,10 +297,16 @@ def mapped_growth():  # bytes mapped while a 10 MB tensor lives
     before = mallinfo2().hblkhd
     t = torch.ones(10 << 18)
     return mallinfo2().hblkhd - before
+if sys.argv[1:] == ["child"]:
+    print(mapped_growth() == 0, "arena_max=2" in os.environ["GLIBC_TUNABLES"])
+    sys.exit()
 print(keep_freed_memory(1 << 20), mapped_growth() >= 10 << 20, keep_freed_memory(), mapped_growth() == 0)
+print(subprocess.run([sys.executable, "-c", sys.argv[1], "child"], capture_output=True, text=True).stdout)
 """
     env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}  # the defaults, as outside make
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    env["GLIBC_TUNABLES"] = "glibc.malloc.arena_max=2"  # someone else's tunable, to be kept
+    done = subprocess.run([sys.executable, "-c", probe, probe], capture_output=True, text=True, env=env,
+                          timeout=180)
     if done.returncode == 3:
         pytest.skip("needs glibc 2.33+ (mallinfo2)")
-    assert done.stdout.split() == ["True"] * 4, done.stdout + done.stderr
+    assert done.stdout.split() == ["True"] * 6, done.stdout + done.stderr
