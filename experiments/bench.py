@@ -209,9 +209,10 @@ def products_rate(w: Workload, seconds: float) -> float:
 
 def products_runner(w: Workload):
     """The batched step's matrix products alone, at their shapes (forward, weight gradients, input
-    gradients past the first layer): the ceiling of any executor built on these products,
-    whatever it does between them. (run_round: one step of the round's clients, client-steps)"""
-    from fedrepro.engine.batched import linear_stack
+    gradients past the first layer), in the executor's order: each block of `client_block` clients
+    through the round's steps before the next. The ceiling of any executor built on these
+    products, whatever it does between them. (run_round: the round's client-steps)"""
+    from fedrepro.engine.batched import client_block, linear_stack
 
     model, _, _ = w.build()
     s, b = w.selected, w.batch
@@ -220,15 +221,21 @@ def products_runner(w: Workload):
     bs = [torch.randn(s, 1, o, device=w.device) for _, o in layers]
     hs = [torch.randn(s, b, i, device=w.device) for i, _ in layers]
     dzs = [torch.randn(s, b, o, device=w.device) for _, o in layers]
+    width = client_block(model.dim, 4, w.device) or s
+    blocks = [[(wk[i:i + width], bk[i:i + width], hk[i:i + width], dzk[i:i + width])
+               for wk, bk, hk, dzk in zip(ws, bs, hs, dzs)] for i in range(0, s, width)]
 
     def step(_):
-        for k in range(len(layers)):
-            torch.baddbmm(bs[k], hs[k], ws[k].transpose(1, 2))
-        for k in range(len(layers) - 1, -1, -1):
-            torch.bmm(dzs[k].transpose(1, 2), hs[k])
-            if k:
-                torch.bmm(dzs[k], ws[k])
-    return step, s
+        for block in blocks:
+            for _ in range(w.steps):
+                for wk, bk, hk, _ in block:
+                    torch.baddbmm(bk, hk, wk.transpose(1, 2))
+                for k in range(len(block) - 1, -1, -1):
+                    wk, _, hk, dzk = block[k]
+                    torch.bmm(dzk.transpose(1, 2), hk)
+                    if k:
+                        torch.bmm(dzk, wk)
+    return step, s * w.steps
 
 
 def lstm_clients_batched_loss(model, stacked: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -127,3 +127,42 @@ def test_a_client_s_numbers_do_not_depend_on_the_clients_beside_it():
     for i, job in enumerate(jobs):
         alone, loss = fast.run([job], 0.5, round=2)
         assert torch.equal(alone[0], together[i]) and float(loss[0]) == float(losses[i]), i
+
+
+@pytest.mark.parametrize("anchor_terms", [False, True])  # the scaled path; the per-step path (prox, l1)
+def test_clients_in_blocks_give_the_same_numbers_bit_for_bit(anchor_terms):
+    """`client_block`: the round's 6 clients (unequal steps, one with none) trained 1, 2 or 4 at a
+    time (4: a last block of 2) give the models and losses of all 6 at once, bit for bit at one
+    thread: each client's products and step are its own."""
+    import dataclasses
+
+    torch.manual_seed(0)
+    model = FlatModel(MLP(12, [16, 8], 3))
+    w0 = model.flatten_module()
+    _, fast = executors(model, 1.0)
+    jobs = jobs_without_anchor_terms(w0, model.dim, linear=True, equal_decay=False)
+    if anchor_terms:
+        jobs = [ClientJob(j.client, dataclasses.replace(j.objective, prox_mu=0.1, l1=1e-3), j.steps) for j in jobs]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fast.client_block = None
+        a, la = fast.run(jobs, 0.5, round=3)
+        assert (a - w0).abs().max() > 0.1
+        for block in (1, 2, 4):
+            fast.client_block = block
+            b, lb = fast.run(jobs, 0.5, round=3)
+            assert torch.equal(a, b) and torch.equal(la, lb), (block, float((a - b).abs().max()))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_client_blocks_keep_two_mnist_mlps_on_the_cpu_and_all_clients_elsewhere():
+    mnist_mlp = FlatModel(MLP(784, [200, 200], 10)).dim  # 199 210 parameters, 0.8 MB in float32
+    assert batched.client_block(mnist_mlp, 4, "cpu") == 2
+    assert batched.client_block(mnist_mlp, 4, "cuda") is None
+    assert batched.client_block(10 * mnist_mlp, 4, "cpu") == 1  # never none
+    assert batched.client_block(124, 4, "cpu") > 1000  # logistic regression: a round's clients at once
+    small = FlatModel(MLP(12, [16], 3))
+    _, fast = executors(small, 1.0)
+    assert fast.client_block == batched.client_block(small.dim, 4, "cpu")  # what the executor uses
