@@ -221,7 +221,7 @@ def products_runner(w: Workload):
     bs = [torch.randn(s, 1, o, device=w.device) for _, o in layers]
     hs = [torch.randn(s, b, i, device=w.device) for i, _ in layers]
     dzs = [torch.randn(s, b, o, device=w.device) for _, o in layers]
-    width = client_block(model.dim, 4, w.device) or s
+    width = client_block(model.dim, 4, w.device, torch.get_num_threads()) or s
     blocks = [[(wk[i:i + width], bk[i:i + width], hk[i:i + width], dzk[i:i + width])
                for wk, bk, hk, dzk in zip(ws, bs, hs, dzs)] for i in range(0, s, width)]
 

@@ -146,7 +146,7 @@ def test_clients_in_blocks_give_the_same_numbers_bit_for_bit(anchor_terms):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        fast.client_block = None
+        fast.client_block = len(jobs)
         a, la = fast.run(jobs, 0.5, round=3)
         assert (a - w0).abs().max() > 0.1
         for block in (1, 2, 4):
@@ -157,12 +157,25 @@ def test_clients_in_blocks_give_the_same_numbers_bit_for_bit(anchor_terms):
         torch.set_num_threads(threads)
 
 
-def test_client_blocks_keep_two_mnist_mlps_on_the_cpu_and_all_clients_elsewhere():
+def test_client_blocks_keep_two_mnist_mlps_a_thread_on_the_cpu_and_all_clients_elsewhere(monkeypatch):
     mnist_mlp = FlatModel(MLP(784, [200, 200], 10)).dim  # 199 210 parameters, 0.8 MB in float32
-    assert batched.client_block(mnist_mlp, 4, "cpu") == 2
-    assert batched.client_block(mnist_mlp, 4, "cuda") is None
-    assert batched.client_block(10 * mnist_mlp, 4, "cpu") == 1  # never none
-    assert batched.client_block(124, 4, "cpu") > 1000  # logistic regression: a round's clients at once
-    small = FlatModel(MLP(12, [16], 3))
-    _, fast = executors(small, 1.0)
-    assert fast.client_block == batched.client_block(small.dim, 4, "cpu")  # what the executor uses
+    assert batched.client_block(mnist_mlp, 4, "cpu", threads=1) == 2
+    assert batched.client_block(mnist_mlp, 4, "cpu", threads=2) == 5
+    assert batched.client_block(mnist_mlp, 4, "cuda", threads=1) is None
+    assert batched.client_block(10 * mnist_mlp, 4, "cpu", threads=1) == 1  # never none
+    assert batched.client_block(124, 4, "cpu", threads=1) > 1000  # logistic regression: a round at once
+    # the executor asks at the threads it runs at: 2 MNIST MLPs a block at one thread
+    model = FlatModel(MLP(784, [200, 200], 10))
+    _, fast = executors(model, 1.0, n_clients=5, features=784, classes=10)
+    widths = []
+    monkeypatch.setattr(BatchedExecutor, "_train_block",
+                        lambda self, jobs, lr, round: (widths.append(len(jobs)) or
+                                                       (torch.zeros(len(jobs), model.dim), torch.zeros(len(jobs)))))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        w0 = model.flatten_module()
+        fast.run([ClientJob(k, LocalObjective(anchor=w0), 3) for k in range(5)], 0.1, round=0)
+    finally:
+        torch.set_num_threads(threads)
+    assert widths == [2, 2, 1]

@@ -55,22 +55,24 @@ from fedrepro.seeding import generator
 # the scaled path folds sigma back into the weights when a client's scale falls below this
 _RESCALE_BELOW = 0.25
 
-# On the CPU a round's clients train in blocks whose parameters fit in about this much cache, each
-# block through all its steps before the next: a step's products read each client's weights once,
-# so with all clients side by side (100 MNIST MLPs: 80 MB) every step streams them from memory.
-# Measured with two 1-thread processes at once, as runs go here (docs/performance.md): 100 clients
-# at batch 10, FedDyn 2.0x and FedProx 1.2-1.6x faster in blocks of 2; 10 at batch 50 about even.
+# On the CPU a round's clients train in blocks whose parameters fit in about this much cache a
+# thread, each block through all its steps before the next: a step's products read each client's
+# weights once, so with all clients side by side (100 MNIST MLPs: 80 MB) every step streams them
+# from memory. Measured (docs/performance.md), two 1-thread processes at once, as runs go here:
+# 100 clients at batch 10, FedDyn 2.0x and FedProx 1.2-1.6x faster in blocks of 2; 10 clients at
+# batch 50 about even. One 2-thread process: blocks of 4 even with all at once (5 are taken), of
+# 2 up to 10 % slower.
 BLOCK_BYTES = 2 << 20
 
 
-def client_block(dim: int, itemsize: int, device) -> int | None:
+def client_block(dim: int, itemsize: int, device, threads: int) -> int | None:
     """Clients trained side by side (None: all of a round's): on the CPU as many as keep their
-    parameters within BLOCK_BYTES (2 MNIST MLPs), elsewhere all. Each client's products and step
-    are its own, so a block changes no number at one thread (at more, the products' threads may
-    split them otherwise: float rounding)."""
+    parameters within BLOCK_BYTES a thread (2 MNIST MLPs at one thread), elsewhere all. Each
+    client's products and step are its own, so a block changes no number at one thread (at more,
+    the products' threads may split them otherwise: float rounding)."""
     if torch.device(device).type != "cpu":
         return None
-    return max(1, BLOCK_BYTES // (dim * itemsize))
+    return max(1, BLOCK_BYTES * threads // (dim * itemsize))
 
 
 def _scales(coefs: torch.Tensor, decay: torch.Tensor):
@@ -118,6 +120,7 @@ class BatchedExecutor(SequentialExecutor):
     """All selected clients' local SGD steps as batched matrix products (see the module doc)."""
 
     mixed = False  # a mixed train.precision (set by __init__)
+    client_block: int | None = None  # clients side by side; None: `client_block` at the running threads
 
     def __init__(self, model: FlatModel, x: torch.Tensor, y: torch.Tensor,
                  client_indices: list[torch.Tensor], *, batch_size: int, weight_decay: float,
@@ -129,8 +132,7 @@ class BatchedExecutor(SequentialExecutor):
         super().__init__(model, x, y, client_indices, batch_size=batch_size, weight_decay=weight_decay,
                          clip_norm=clip_norm, seed=seed, augment=augment, precision=precision)
         self.mixed = is_mixed(precision)
-        itemsize = next(model.module.parameters()).element_size()
-        self.client_block = client_block(model.dim, itemsize, x.device)  # clients side by side
+        self.itemsize = next(model.module.parameters()).element_size()
         self.layers = linear_stack(model)
         self.features = x.reshape(len(x), -1)
         self.loss_kind = model.loss_kind
@@ -155,7 +157,8 @@ class BatchedExecutor(SequentialExecutor):
     def train_together(self, jobs: list[ClientJob], lr: float, round: int):
         """((S, d) models, (S,) mean losses) of S jobs without rules, trained side by side, in blocks
         of `client_block` clients, each block through all its steps before the next."""
-        block = self.client_block or len(jobs)
+        block = self.client_block or client_block(self.model.dim, self.itemsize, self.features.device,
+                                                  torch.get_num_threads()) or len(jobs)
         if block >= len(jobs):
             return self._train_block(jobs, lr, round)
         parts = [self._train_block(jobs[i:i + block], lr, round) for i in range(0, len(jobs), block)]
