@@ -55,24 +55,23 @@ from fedrepro.seeding import generator
 # the scaled path folds sigma back into the weights when a client's scale falls below this
 _RESCALE_BELOW = 0.25
 
-# On the CPU a round's clients train in blocks whose parameters fit in about this much cache a
-# thread, each block through all its steps before the next: a step's products read each client's
+# At one CPU thread a round's clients train in blocks whose parameters fit in about this much
+# cache, each block through all its steps before the next: a step's products read each client's
 # weights once, so with all clients side by side (100 MNIST MLPs: 80 MB) every step streams them
 # from memory. Measured (docs/performance.md), two 1-thread processes at once, as runs go here:
-# 100 clients at batch 10, FedDyn 2.0x and FedProx 1.2-1.6x faster in blocks of 2; 10 clients at
-# batch 50 about even. One 2-thread process: blocks of 4 even with all at once (5 are taken), of
-# 2 up to 10 % slower.
+# 100 clients at batch 10, FedDyn 2.0x and FedProx 1.2-1.6x faster in blocks of 2, at batch 50
+# 1.1x; `make bench`'s batch-50 FedAvg step alone at one thread even. At two threads blocks lost
+# (0.78-0.89x at 10 clients, blocks of 5): small products split badly over threads.
 BLOCK_BYTES = 2 << 20
 
 
 def client_block(dim: int, itemsize: int, device, threads: int) -> int | None:
-    """Clients trained side by side (None: all of a round's): on the CPU as many as keep their
-    parameters within BLOCK_BYTES a thread (2 MNIST MLPs at one thread), elsewhere all. Each
-    client's products and step are its own, so a block changes no number at one thread (at more,
-    the products' threads may split them otherwise: float rounding)."""
-    if torch.device(device).type != "cpu":
+    """Clients trained side by side (None: all of a round's): at one CPU thread as many as keep
+    their parameters within BLOCK_BYTES (2 MNIST MLPs), otherwise all. Each client's products and
+    step are its own, so a block changes no number."""
+    if torch.device(device).type != "cpu" or threads > 1:
         return None
-    return max(1, BLOCK_BYTES * threads // (dim * itemsize))
+    return max(1, BLOCK_BYTES // (dim * itemsize))
 
 
 def _scales(coefs: torch.Tensor, decay: torch.Tensor):
