@@ -52,6 +52,10 @@ with data, models and training on the GPU (the plain loop keeps its data on the 
 each batch, as the papers' code does), the clock read after a synchronization; no 2-process or
 ledger rows. `--ratio-to docs/measured/bench.csv` adds a table of the run beside that machine's.
 
+Client blocks (`--only blocks`): the batched executor at one thread on 100 clients of batch 10,
+its clients in `client_block` blocks against all at once, in turns, on the scaled path and on the
+per-step path (FedProx's prox term): `bench_blocks.csv`, a line in bench.md.
+
 The ledger (`--only ledger`): `Ledger.record` on ten uploads of the MNIST MLP's size, its one-pass
 numba count of bins and nonzeros against the torch path it replaced, in turns, the metrics
 checked equal: bench_ledger.csv and a line of bench.md.
@@ -534,6 +538,10 @@ def main(argv=None) -> int:
         ledger = ledger_row(seconds)
         log.info(f"ledger: {ledger['one_pass']:.0f} messages/s in one pass, {ledger['torch_path']:.0f} on the torch "
                  f"path ({ledger['speedup']:.2f}x; {ledger['dim']} values a message, the same metrics)")
+    blocks = None
+    if (only is None or "blocks" in only) and device == "cpu":
+        blocks = client_block_row(seconds)
+        log.info(f"client blocks: {blocks['detail']}")
     round_rows = []
     if only is None or "rounds" in only:
         from experiments.bench_round import round_rows as paper_round_rows
@@ -570,6 +578,10 @@ def main(argv=None) -> int:
         md += (f"\n- the ledger's record of a {ledger['dim']}-value message (bins, nonzeros, bits): one pass "
                f"{ledger['one_pass']:.0f} messages/s, the torch path {ledger['torch_path']:.0f}: "
                f"**{ledger['speedup']:.2f}x**, the same metrics\n")
+    if blocks:
+        pd.DataFrame([{k: v for k, v in blocks.items() if k != "detail"}]).assign(date=date).to_csv(
+            out / "bench_blocks.csv", index=False)
+        md += f"\n- client blocks: {blocks['detail']}\n"
     if round_rows:
         from experiments.bench_round import rounds_markdown
 
@@ -626,6 +638,43 @@ def stacked_eval_row(w: Workload, seconds: float, models: int = 3, repeats: int 
     rate = {k: statistics.median(v) for k, v in turns.items()}
     return {"workload": w.name, "models": models, "samples": len(y), **rate,
             "speedup": rate["stacked"] / rate["one_at_a_time"], "same_numbers": same}
+
+
+def client_block_row(seconds: float, repeats: int = 5) -> dict:
+    """The batched executor at one thread on FedElasticNet Table 4's MNIST shape (100 clients a
+    round, batch 10; 20 steps a client here), its clients in `client_block` blocks against all at
+    once, in turns: FedAvg's objective (the scaled path) and FedProx's (the per-step path)."""
+    import dataclasses
+
+    from fedrepro.engine.batched import client_block
+
+    x, y = torch.randn(20_000, 784), torch.randint(0, 10, (20_000,))
+    w = Workload("mnist_mlp_p100_b10", {"name": "mlp", "hidden": [200, 200]}, x, y, 100, 200, 10, 1.0,
+                 "generated MNIST-shaped")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        runners = {}
+        for path, mu in (("scaled", 0.0), ("prox", 1e-4)):
+            for label, block in (("blocks", None), ("all", w.selected)):
+                ex, jobs = executor_and_jobs(w, "batched")
+                ex.client_block = block
+                jobs = [dataclasses.replace(j, objective=dataclasses.replace(j.objective, prox_mu=mu)) for j in jobs]
+                runners[f"{path}_{label}"] = round_runner(w, ex, jobs)
+        turns = interleaved_turns(runners, seconds, repeats)
+        width = client_block(ex.model.dim, 4, "cpu", 1)
+    finally:
+        torch.set_num_threads(previous)
+    row = {"workload": w.name, "threads": 1, "block": width}
+    parts = []
+    for path in ("scaled", "prox"):
+        ratios = [a / b for a, b in zip(turns[f"{path}_blocks"], turns[f"{path}_all"])]
+        row[f"{path}_speedup"] = statistics.median(ratios)
+        row[f"{path}_turns"] = " ".join(f"{r:.2f}" for r in ratios)
+        parts.append(f"{path} path {row[f'{path}_speedup']:.2f}x (turns {min(ratios):.2f}-{max(ratios):.2f}x)")
+    row["detail"] = (f"blocks of {width} / all {w.selected} clients at once, one thread, batch 10 (FedElasticNet "
+                     f"Table 4's MNIST shape): " + ", ".join(parts) + "; the same numbers (tested)")
+    return row
 
 
 def ledger_row(seconds: float, dim: int = 199_210, clients: int = 10, repeats: int = 5) -> dict:

@@ -49,3 +49,11 @@ def test_a_ratio_goal_holds_only_when_every_turn_meets_it():
     no_turns = pd.DataFrame({"workload": ["cifar_cnn_p10"] * 2, "method": ["fast", "dataloader"],
                              "client_steps_per_s": [38, 27]})  # a bench.csv from before the turns column
     assert bench.goals_markdown(no_turns, [], []).splitlines()[-1].endswith("not met |")
+
+
+def test_the_client_block_row_times_blocks_against_all_clients_on_both_paths():
+    row = bench.client_block_row(seconds=0.01, repeats=1)
+    assert row["block"] == 2 and row["threads"] == 1
+    for path in ("scaled", "prox"):
+        assert row[f"{path}_speedup"] > 0 and len(row[f"{path}_turns"].split()) == 1
+    assert "blocks of 2 / all 100 clients" in row["detail"]
