@@ -225,7 +225,7 @@ def products_runner(w: Workload):
     bs = [torch.randn(s, 1, o, device=w.device) for _, o in layers]
     hs = [torch.randn(s, b, i, device=w.device) for i, _ in layers]
     dzs = [torch.randn(s, b, o, device=w.device) for _, o in layers]
-    width = client_block(model.dim, 4, w.device, torch.get_num_threads()) or s
+    width = client_block(model.dim, ws[0].element_size(), w.device, torch.get_num_threads()) or s
     blocks = [[(wk[i:i + width], bk[i:i + width], hk[i:i + width], dzk[i:i + width])
                for wk, bk, hk, dzk in zip(ws, bs, hs, dzs)] for i in range(0, s, width)]
 
@@ -435,7 +435,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
     ap.add_argument("--out", default=os.path.join(os.environ.get("FEDREPRO_RESULTS", "results"), "bench"))
     ap.add_argument("--only", default=None,
-                    help="comma-separated workload names, and/or 'rounds' for the paper-setting rounds")
+                    help="comma-separated workload names, and/or 'rounds' (the paper-setting rounds), "
+                         "'ledger', 'blocks' (client blocks)")
     ap.add_argument("--rounds", type=int, default=None,
                     help="rounds a side of the paper-setting comparison (default 5; 1 with --profile smoke)")
     ap.add_argument("--round-algorithms", default="feddyn,fedavg", help="algorithms of the paper-setting rounds")
@@ -467,6 +468,10 @@ def main(argv=None) -> int:
     rows = []
     chosen = [w.to(args.device) for w in workloads(os.environ.get("FEDREPRO_DATA_ROOT"))]
     if only:
+        unknown = only - {w.name for w in chosen} - {"rounds", "ledger", "blocks"}
+        if unknown:  # a misspelt part would time nothing and say nothing
+            ap.error(f"--only {','.join(sorted(unknown))}: not a part of the bench; choose from "
+                     f"{', '.join([w.name for w in chosen] + ['rounds', 'ledger', 'blocks'])}")
         chosen = [w for w in chosen if w.name in only]
     for w in chosen:
         flops = step_flops(w)
@@ -646,8 +651,6 @@ def client_block_row(seconds: float, repeats: int = 5) -> dict:
     once, in turns: FedAvg's objective (the scaled path) and FedProx's (the per-step path)."""
     import dataclasses
 
-    from fedrepro.engine.batched import client_block
-
     x, y = torch.randn(20_000, 784), torch.randint(0, 10, (20_000,))
     w = Workload("mnist_mlp_p100_b10", {"name": "mlp", "hidden": [200, 200]}, x, y, 100, 200, 10, 1.0,
                  "generated MNIST-shaped")
@@ -659,10 +662,12 @@ def client_block_row(seconds: float, repeats: int = 5) -> dict:
             for label, block in (("blocks", None), ("all", w.selected)):
                 ex, jobs = executor_and_jobs(w, "batched")
                 ex.client_block = block
+                if block is None:
+                    blocked = ex  # the executor's own choice
                 jobs = [dataclasses.replace(j, objective=dataclasses.replace(j.objective, prox_mu=mu)) for j in jobs]
                 runners[f"{path}_{label}"] = round_runner(w, ex, jobs)
         turns = interleaved_turns(runners, seconds, repeats)
-        width = client_block(ex.model.dim, 4, "cpu", 1)
+        width = blocked.block_size(w.selected)  # what the executor takes at one thread
     finally:
         torch.set_num_threads(previous)
     row = {"workload": w.name, "threads": 1, "block": width}

@@ -57,3 +57,11 @@ def test_the_client_block_row_times_blocks_against_all_clients_on_both_paths():
     for path in ("scaled", "prox"):
         assert row[f"{path}_speedup"] > 0 and len(row[f"{path}_turns"].split()) == 1
     assert "blocks of 2 / all 100 clients" in row["detail"]
+
+
+def test_a_misspelt_only_part_is_refused_by_name(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        bench.main(["--profile", "smoke", "--only", "blcks,rounds", "--out", "/tmp/unused_bench"])
+    assert "--only blcks: not a part of the bench" in capsys.readouterr().err

@@ -156,12 +156,17 @@ class BatchedExecutor(SequentialExecutor):
     def train_together(self, jobs: list[ClientJob], lr: float, round: int):
         """((S, d) models, (S,) mean losses) of S jobs without rules, trained side by side, in blocks
         of `client_block` clients, each block through all its steps before the next."""
-        block = self.client_block or client_block(self.model.dim, self.itemsize, self.features.device,
-                                                  torch.get_num_threads()) or len(jobs)
+        block = self.block_size(len(jobs))
         if block >= len(jobs):
             return self._train_block(jobs, lr, round)
         parts = [self._train_block(jobs[i:i + block], lr, round) for i in range(0, len(jobs), block)]
         return torch.cat([w for w, _ in parts]), torch.cat([loss for _, loss in parts])
+
+    def block_size(self, clients: int) -> int:
+        """Clients of a round of `clients` trained side by side: `client_block` where set, else the
+        module's rule at the threads running now."""
+        return self.client_block or client_block(self.model.dim, self.itemsize, self.features.device,
+                                                 torch.get_num_threads()) or clients
 
     def _train_block(self, jobs: list[ClientJob], lr: float, round: int):
         s, dev = len(jobs), jobs[0].objective.anchor.device
