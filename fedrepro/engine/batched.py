@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedrepro.engine.fused import add_layer_bound, norm_with_one, sgd_step
+from fedrepro.engine.fused import add_layer_bound, norm_with_one, sgd_stepper
 from fedrepro.engine.local import ClientJob, SequentialExecutor, schedule_rows
 from fedrepro.engine.precision import DEFAULT_PRECISION, autocast, is_mixed
 from fedrepro.errors import ConfigError
@@ -204,10 +204,17 @@ class BatchedExecutor(SequentialExecutor):
             anchors = torch.stack([o.anchor for o in objs]) if bool(mu.any() or l1.any()) else None
             total = torch.zeros(s, dtype=dtype, device=dev)
             grad = torch.empty_like(w)
-            for t in range(horizon):
-                total += self._data_gradient(w, grad, rows[:, t], weight[:, t])
-                sgd_step(w, grad, coefs[t], decay=decay, mu=mu, l1=l1, anchors=anchors, linear=linear,
-                         clip=self.clip_norm)
+            # views and per-step slices made once a block: at batch 10 a step's Python and small
+            # calls cost about as much as its products (docs/performance.md)
+            layers = self._layer_views(w, grad)
+            rows_t = rows.transpose(0, 1).reshape(horizon, s * width)
+            y_t = self.y.index_select(0, rows_t.view(-1)).view(horizon, s, width).unbind(0)
+            weight_t = weight.transpose(0, 1).contiguous().unbind(0)
+            step = sgd_stepper(w, grad, coefs, decay=decay, mu=mu, l1=l1, anchors=anchors, linear=linear,
+                               clip=self.clip_norm)
+            for t, rows_now in enumerate(rows_t.unbind(0)):
+                total += self._data_gradient(layers, rows_now, y_t[t], weight_t[t])
+                step(t)
         mean_loss = total / steps.to(dev, dtype).clamp(min=1)
         mean_loss = torch.where(torch.isfinite(mean_loss), mean_loss, torch.full_like(mean_loss, math.nan))
         return w, mean_loss
@@ -341,26 +348,35 @@ class BatchedExecutor(SequentialExecutor):
             norm2 += g.square().sum((1, 2)) + g_b.square().sum(1)
         return torch.clamp(self.clip_norm / (norm2.sqrt() + 1e-6), max=1.0)
 
-    def _data_gradient(self, w: torch.Tensor, grad: torch.Tensor, rows: torch.Tensor,
+    def _layer_views(self, w: torch.Tensor, grad: torch.Tensor) -> list[tuple]:
+        """Per layer, views of the (S, d) parameters and gradient: (weights (S, out, in), their
+        transpose, biases (S, 1, out), weight gradient (S, out, in), bias gradient (S, out))."""
+        s, views = w.shape[0], []
+        for wo, bo, fan_in, fan_out in self.layers:
+            weight = w[:, wo:bo].view(s, fan_out, fan_in)
+            views.append((weight, weight.transpose(1, 2), w[:, bo:bo + fan_out].unsqueeze(1),
+                          grad[:, wo:bo].view(s, fan_out, fan_in), grad[:, bo:bo + fan_out]))
+        return views
+
+    def _data_gradient(self, layers: list[tuple], rows: torch.Tensor, y: torch.Tensor,
                        weight: torch.Tensor) -> torch.Tensor:
-        """Writes every client's mean batch-loss gradient at w (S, d) into `grad`; returns the
-        (S,) batch losses of the clients (0 for clients past their last step's rows). Under a mixed
-        precision the products run in autocast's low precision and are copied into the float32
-        `grad` (no `out=`: their outputs are low-precision too)."""
-        with autocast(self.precision, w.device) if self.mixed else contextlib.nullcontext():
-            s, b = rows.shape
-            x = self.features.index_select(0, rows.reshape(-1)).view(s, b, -1)
-            y = self.y.index_select(0, rows.reshape(-1)).view(s, b)
-            hs, last = [x], len(self.layers) - 1
-            for i, (wo, bo, fan_in, fan_out) in enumerate(self.layers):
-                weight_i = w[:, wo:bo].view(s, fan_out, fan_in)
-                z = torch.baddbmm(w[:, bo:bo + fan_out].unsqueeze(1), hs[-1], weight_i.transpose(1, 2))
+        """Writes every client's mean batch-loss gradient into the gradient views of `layers`
+        (`_layer_views`) at the parameters they view, for the batch rows (S * B,), labels (S, B)
+        and row weights (S, B); returns the (S,) batch losses of the clients (0 for clients past
+        their last step's rows). Under a mixed precision the products run in autocast's low
+        precision and are copied into the float32 gradient (no `out=`: their outputs are
+        low-precision too)."""
+        with autocast(self.precision, rows.device) if self.mixed else contextlib.nullcontext():
+            s, b = y.shape
+            hs, last = [self.features.index_select(0, rows).view(s, b, -1)], len(layers) - 1
+            for i, (_, weight_t, bias, _, _) in enumerate(layers):
+                z = torch.baddbmm(bias, hs[-1], weight_t)
                 hs.append(z if i == last else z.relu_())
             out = hs.pop()
             loss, dz = self._loss_and_dz(out, y, weight)
             for i in range(last, -1, -1):
-                wo, bo, fan_in, fan_out = self.layers[i]
-                h, g_w, g_b = hs[i], grad[:, wo:bo].view(s, fan_out, fan_in), grad[:, bo:bo + fan_out]
+                weight_i, _, _, g_w, g_b = layers[i]
+                h = hs[i]
                 if self.mixed:
                     g_w.copy_(torch.bmm(dz.transpose(1, 2), h))
                     g_b.copy_(dz.sum(1))
@@ -368,7 +384,7 @@ class BatchedExecutor(SequentialExecutor):
                     torch.bmm(dz.transpose(1, 2), h, out=g_w)
                     torch.sum(dz, 1, out=g_b)
                 if i:
-                    back = torch.bmm(dz, w[:, wo:bo].view(s, fan_out, fan_in))
+                    back = torch.bmm(dz, weight_i)
                     dz = torch.ops.aten.threshold_backward(back, h.to(back.dtype), 0)
             return loss
 
