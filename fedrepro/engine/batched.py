@@ -369,8 +369,8 @@ class BatchedExecutor(SequentialExecutor):
         with autocast(self.precision, rows.device) if self.mixed else contextlib.nullcontext():
             s, b = y.shape
             hs, last = [self.features.index_select(0, rows).view(s, b, -1)], len(layers) - 1
-            for i, (_, weight_t, bias, _, _) in enumerate(layers):
-                z = torch.baddbmm(bias, hs[-1], weight_t)
+            for i, (_, transposed, bias, _, _) in enumerate(layers):
+                z = torch.baddbmm(bias, hs[-1], transposed)
                 hs.append(z if i == last else z.relu_())
             out = hs.pop()
             loss, dz = self._loss_and_dz(out, y, weight)
