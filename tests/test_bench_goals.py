@@ -59,9 +59,9 @@ def test_the_client_block_row_times_blocks_against_all_clients_on_both_paths():
     assert "blocks of 2 / all 100 clients" in row["detail"]
 
 
-def test_a_misspelt_only_part_is_refused_by_name(capsys):
+def test_a_misspelt_only_part_is_refused_by_name(capsys, tmp_path):
     import pytest
 
     with pytest.raises(SystemExit):
-        bench.main(["--profile", "smoke", "--only", "blcks,rounds", "--out", "/tmp/unused_bench"])
+        bench.main(["--profile", "smoke", "--only", "blcks,rounds", "--out", str(tmp_path / "bench")])
     assert "--only blcks: not a part of the bench" in capsys.readouterr().err
