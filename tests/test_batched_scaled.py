@@ -114,7 +114,8 @@ def test_rescale_threshold_is_sane():
     assert 0 < batched._RESCALE_BELOW < 1
 
 
-def test_a_client_s_numbers_do_not_depend_on_the_clients_beside_it():
+@pytest.mark.parametrize("seed", range(6))
+def test_a_client_s_numbers_do_not_depend_on_the_clients_beside_it(seed):
     """Each client's model is the same bit for bit trained alone or beside others (as client
     sharding across processes needs), with unequal decays and step counts, a clip that binds for
     some clients only and scales folded back in."""
@@ -122,7 +123,8 @@ def test_a_client_s_numbers_do_not_depend_on_the_clients_beside_it():
     model = FlatModel(MLP(12, [16], 3))
     w0 = model.flatten_module()
     _, fast = executors(model, 0.4, weight_decay=0.4)
-    jobs = jobs_without_anchor_terms(w0, model.dim, linear=True, equal_decay=False, steps=(20, 13, 0, 17, 20, 6))
+    jobs = jobs_without_anchor_terms(w0, model.dim, linear=True, equal_decay=False, steps=(20, 13, 0, 17, 20, 6),
+                                     seed=seed)
     together, losses = fast.run(jobs, 0.5, round=2)
     for i, job in enumerate(jobs):
         alone, loss = fast.run([job], 0.5, round=2)

@@ -325,9 +325,10 @@ class BatchedExecutor(SequentialExecutor):
                 for v in V + bias:
                     v.mul_(fold_t[t].to(dtype).view(-1, *[1] * (v.dim() - 1)))
         if cross_entropy:
-            # each client's steps summed along a contiguous row: the same order whatever the clients
-            # beside it (a client's numbers do not depend on them, bit for bit)
-            total -= (nll.view(horizon, s, b) * weight_t).sum(2).t().contiguous().sum(1)
+            # each client's steps summed in order along its row (cumsum; a sum's vectorized order
+            # changes with the padded steps of longer clients beside it), so that a client's numbers
+            # do not depend on the clients beside it, bit for bit
+            total -= (nll.view(horizon, s, b) * weight_t).sum(2).t().cumsum(1)[:, -1]
         w = torch.empty(s, self.model.dim, dtype=dtype)
         sig = sigma_end.to(dtype)
         for i, (wo, bo, fi, fo) in enumerate(layers):
