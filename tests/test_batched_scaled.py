@@ -131,6 +131,30 @@ def test_a_client_s_numbers_do_not_depend_on_the_clients_beside_it(seed):
         assert torch.equal(alone[0], together[i]) and float(loss[0]) == float(losses[i]), i
 
 
+@pytest.mark.parametrize("clip", [None, 0.4])
+def test_clients_smaller_than_a_batch_get_the_same_numbers_alone_or_beside_larger_ones(clip):
+    """Unequal clients (3 and 7 samples under batch 10, beside 40 and 25): each client's model and
+    loss are the same bit for bit trained alone or with the others (the steps' rows are as many
+    whatever the block). Shown on the scaled path: on this tiny model the per-step path's
+    products differ with their output's alignment, which a client's place in the block changes
+    (docs/performance.md, client sharding)."""
+    torch.manual_seed(0)
+    model = FlatModel(MLP(12, [16], 3))
+    w0 = model.flatten_module()
+    sizes = [3, 40, 7, 25]
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(sum(sizes), 12, generator=g), torch.randint(0, 3, (sum(sizes),), generator=g)
+    ends = torch.tensor(sizes).cumsum(0).tolist()
+    idx = [torch.arange(end - n, end) for n, end in zip(sizes, ends)]
+    fast = BatchedExecutor(model, x, y, idx, batch_size=10, weight_decay=0.01, clip_norm=clip, seed=0)
+    jobs = jobs_without_anchor_terms(w0, model.dim, linear=True, equal_decay=False, steps=(9, 12, 5, 8))
+    together, losses = fast.run(jobs, 0.5, round=2)
+    for i, job in enumerate(jobs):
+        alone, loss = fast.run([job], 0.5, round=2)
+        assert torch.equal(alone[0], together[i]) and float(loss[0]) == float(losses[i]), i
+    assert (together - w0).abs().max() > 0.1
+
+
 @pytest.mark.parametrize("anchor_terms", [False, True])  # the scaled path; the per-step path (prox, l1)
 def test_clients_in_blocks_give_the_same_numbers_bit_for_bit(anchor_terms):
     """`client_block`: the round's 6 clients (unequal steps, one with none) trained 1, 2 or 4 at a

@@ -136,6 +136,10 @@ class BatchedExecutor(SequentialExecutor):
         self.features = x.reshape(len(x), -1)
         self.loss_kind = model.loss_kind
         self._x_norms: torch.Tensor | None = None  # ||x_i||, computed on first use
+        # a step's rows: B, or the largest client's data where B exceeds it (full-batch steps: their
+        # padding to B = 1e6 once cost GBs). The federation's, not the block's: the products' inner
+        # dimension then does not depend on the clients beside one, nor do its numbers, bit for bit
+        self.batch_width = min(batch_size, max(len(i) for i in client_indices))
 
     def run(self, jobs: list[ClientJob], lr: float, round: int):
         anchor = jobs[0].objective.anchor
@@ -172,9 +176,7 @@ class BatchedExecutor(SequentialExecutor):
         s, dev = len(jobs), jobs[0].objective.anchor.device
         steps = torch.tensor([j.steps for j in jobs])
         horizon = int(steps.max())
-        # as wide as the widest client's batch: B, or its data where B exceeds every client's
-        # (full-batch steps; their padding to B = 1e6 once cost GBs and most of the time)
-        width = max(min(self.batch_size, len(self.client_indices[j.client])) for j in jobs)
+        width = self.batch_width
         rows = torch.full((s, horizon, width), -1, dtype=torch.long)
         for i, job in enumerate(jobs):
             g = generator(self.seed, "batches", round, job.client, device="cpu")
