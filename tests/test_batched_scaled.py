@@ -8,7 +8,7 @@ import torch
 from fedrepro.algorithms.base import LocalObjective
 from fedrepro.engine import batched
 from fedrepro.engine.batched import BatchedExecutor
-from fedrepro.engine.local import ClientJob, SequentialExecutor
+from fedrepro.engine.local import ClientJob
 from fedrepro.models.flat import FlatModel
 from fedrepro.models.mlp import MLP
 from test_executors import executors as executor_pair
