@@ -45,6 +45,16 @@ def calls_to(monkeypatch, method: str):
     return calls
 
 
+def assert_alone_as_together(fast, jobs, lr=0.5, round=2):
+    """Asserts each job's model and loss are the same bit for bit trained alone as with all of
+    `jobs`; returns the models trained together."""
+    together, losses = fast.run(jobs, lr, round=round)
+    for i, job in enumerate(jobs):
+        alone, loss = fast.run([job], lr, round=round)
+        assert torch.equal(alone[0], together[i]) and float(loss[0]) == float(losses[i]), i
+    return together
+
+
 @pytest.mark.parametrize("hidden,classes,loss", [([], 3, "cross_entropy"), ([], 1, "logistic"),
                                                  ([], 1, "squared"), ([16, 8], 3, "cross_entropy")])
 @pytest.mark.parametrize("linear", [False, True])
@@ -125,14 +135,11 @@ def test_a_client_s_numbers_do_not_depend_on_the_clients_beside_it(seed):
     _, fast = executors(model, 0.4, weight_decay=0.4)
     jobs = jobs_without_anchor_terms(w0, model.dim, linear=True, equal_decay=False, steps=(20, 13, 0, 17, 20, 6),
                                      seed=seed)
-    together, losses = fast.run(jobs, 0.5, round=2)
-    for i, job in enumerate(jobs):
-        alone, loss = fast.run([job], 0.5, round=2)
-        assert torch.equal(alone[0], together[i]) and float(loss[0]) == float(losses[i]), i
+    assert_alone_as_together(fast, jobs)
 
 
 @pytest.mark.parametrize("clip", [None, 0.4])
-def test_clients_smaller_than_a_batch_get_the_same_numbers_alone_or_beside_larger_ones(clip):
+def test_clients_smaller_than_a_batch_get_the_same_numbers_alone_or_beside_larger_ones(monkeypatch, clip):
     """Unequal clients (3 and 7 samples under batch 10, beside 40 and 25): each client's model and
     loss are the same bit for bit trained alone or with the others (the steps' rows are as many
     whatever the block). Shown on the scaled path: on this tiny model the per-step path's
@@ -148,10 +155,9 @@ def test_clients_smaller_than_a_batch_get_the_same_numbers_alone_or_beside_large
     idx = [torch.arange(end - n, end) for n, end in zip(sizes, ends)]
     fast = BatchedExecutor(model, x, y, idx, batch_size=10, weight_decay=0.01, clip_norm=clip, seed=0)
     jobs = jobs_without_anchor_terms(w0, model.dim, linear=True, equal_decay=False, steps=(9, 12, 5, 8))
-    together, losses = fast.run(jobs, 0.5, round=2)
-    for i, job in enumerate(jobs):
-        alone, loss = fast.run([job], 0.5, round=2)
-        assert torch.equal(alone[0], together[i]) and float(loss[0]) == float(losses[i]), i
+    calls = calls_to(monkeypatch, "_train_scaled")
+    together = assert_alone_as_together(fast, jobs)
+    assert calls, "the scaled path did not run"
     assert (together - w0).abs().max() > 0.1
 
 
