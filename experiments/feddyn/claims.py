@@ -64,17 +64,12 @@ def not_less(a: Interval, b: Interval, noise: float = NOISE) -> Optional[bool]:
     return greater(a, b, noise)
 
 
-def count_bounds(c: Count) -> Interval:
-    return (c.value, math.inf) if c.censored else (c.value, c.value)
-
-
 def fewer(a: Count, b: Count, scale: float = 1.0, strict: bool = True, noise: float = NOISE) -> Optional[bool]:
     """a < scale * b (<= when not strict) for counts, censored as larger than any finite one;
     decided only beyond the seed noise (a tie within it, or two censored counts: None)."""
     if noise == 0:
         return targets.fewer(a, b, scale, strict)
-    (a_lo, a_hi), (b_lo, b_hi) = count_bounds(a), count_bounds(b)
-    return greater((scale * b_lo, scale * b_hi), (a_lo, a_hi), noise)
+    return greater((scale * b.lo, scale * b.hi), (a.lo, a.hi), noise)
 
 
 def gain_bounds(base: Count, method: Count) -> Interval:

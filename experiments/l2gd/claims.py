@@ -22,6 +22,7 @@ from typing import Optional
 
 import pandas as pd
 
+from fedrepro.metrics.targets import Count, gain
 from fedrepro.reports.claims import Checks, beyond, combine, every
 from fedrepro.reports.grid import mean_interval
 
@@ -282,38 +283,38 @@ def _fmt_big(v: float) -> str:
 CENSORED = "censoring (a curve that had not reached the target by its last round)"
 
 
-def _to_target(r, metric: str) -> tuple[float, float]:
-    """(low, high) bounds of a run's bits/n or rounds to the target. Reached: the value twice. Not
-    reached by the last round run: censored, more than what the run had spent by then (its total
-    bits/n, its rounds run), so a comparison with it is decided only beyond that bound, as a
-    censored count is in the FedDyn tables. A diverged run never reaches it: infinite."""
+def _to_target(r, metric: str) -> Count:
+    """A run's bits/n or rounds to the target. Not reached by the last round run: censored at what
+    the run had spent by then (its total bits/n, its rounds run), a lower bound, as a count is in
+    the FedDyn tables; a comparison with it is decided only beyond that bound. A diverged run
+    never reaches it: infinite."""
     v = _num(r, metric)
     if not math.isinf(v) or str(r["status"]) == "diverged":
-        return v, v
+        return Count(v)
     spent = _num(r, "total_bits_per_n") if metric == "bits_to_target" else float(r["rounds_run"])
-    return (spent if math.isfinite(spent) else 0.0), math.inf
+    return Count(spent if math.isfinite(spent) else 0.0, censored=True)
 
 
-def _less(x: tuple, y: tuple) -> Optional[bool]:
-    """x < y for (low, high) bounds: True when x's high is below y's low, False when x's low is at
-    or above y's high, None (censoring leaves it open) otherwise."""
-    return True if x[1] < y[0] else False if x[0] >= y[1] else None
+def _less(x: Count, y: Count) -> Optional[bool]:
+    """x < y, decided by the bounds: True when x is surely below y, False when it cannot be, None
+    (censoring leaves it open) otherwise."""
+    return True if x.hi < y.lo else False if x.lo >= y.hi else None
 
 
-def _ratio_in(num: tuple, den: tuple, lo: float, hi: float) -> tuple[Optional[bool], str]:
-    """num / den within [lo, hi] for (low, high) bounds: (outcome, the ratio or its bounds)."""
-    if den[0] == 0 or any(math.isnan(v) for v in (*num, *den)):
+def _ratio_in(num: Count, den: Count, lo: float, hi: float) -> tuple[Optional[bool], str]:
+    """num / den within [lo, hi], with censoring as a bound (`targets.gain`): (outcome, the ratio
+    or its bounds)."""
+    if den.value == 0 or math.isnan(num.value) or math.isnan(den.value):
         return None, "?"  # a target met at round 0, before any bit was sent
-    r_lo, r_hi = num[0] / den[1], num[1] / den[0]
-    outcome = True if lo <= r_lo and r_hi <= hi else False if r_hi < lo or r_lo > hi else None
-    text = f"{r_lo:.3g}" if r_lo == r_hi else f"between {r_lo:.3g} and {r_hi:.3g}" if math.isfinite(r_hi) \
-        else f"at least {r_lo:.3g}"
+    g = gain(num, den)
+    outcome = True if lo <= g.lo and g.hi <= hi else False if g.hi < lo or g.lo > hi else None
+    text = f"{g.lo:.3g}" if g.lo == g.hi else f"between {g.lo:.3g} and {g.hi:.3g}" if math.isfinite(g.hi) \
+        else f"at least {g.lo:.3g}"
     return outcome, text
 
 
-def _fmt_bound(b: tuple) -> str:
-    return _fmt_big(b[0]) if b[0] == b[1] else "not reached" if math.isinf(b[0]) else \
-        f"not reached (more than {b[0]:.3g})"
+def _fmt_bound(c: Count) -> str:
+    return f"not reached (more than {c.value:.3g})" if c.censored else _fmt_big(c.value)
 
 
 def _train_note(rows) -> str:
@@ -333,7 +334,7 @@ def _natural_against(ours, others, metric: str, what: str, wins) -> list:
         a = runs["l2gd_natural"]
         for k in [k for k in others if k in runs]:
             x, y = _to_target(a, metric), _to_target(runs[k], metric)
-            if math.isinf(x[1]) and math.isinf(y[1]):
+            if math.isinf(x.hi) and math.isinf(y.hi):
                 results.append(_item(f"{model} vs {k}", None, "neither reaches the target", a, runs[k]))
                 continue
             results.append(_item(f"{model} vs {k}", wins(x, y), f"{what} to {float(a['target']):g}: l2gd_natural "
@@ -538,7 +539,7 @@ def l2g_t2_1(ours):
     results = []
     for model, (a, b) in pairs.items():
         x, y = _to_target(a, "bits_to_target"), _to_target(b, "bits_to_target")
-        if math.isinf(x[1]) and math.isinf(y[1]):
+        if math.isinf(x.hi) and math.isinf(y.hi):
             results.append(_item(model, None, f"neither reaches {float(a['target']):g}", a, b))
             continue
         holds, ratio = _ratio_in(y, x, 1e3, 1e5)
@@ -574,7 +575,7 @@ def l2g_f9_1(ours):
         a, b = runs["l2gd_natural"], runs["fedopt"]
         x, y = _to_target(a, "bits_to_target"), _to_target(b, "bits_to_target")
         text = f"bits/n to {float(a['target']):g}: l2gd_natural {_fmt_bound(x)}, fedopt {_fmt_bound(y)}"
-        if math.isinf(x[1]) and math.isinf(y[1]):
+        if math.isinf(x.hi) and math.isinf(y.hi):
             results.append(_item(model, None, text, a, b))
             continue
         holds, ratio = _ratio_in(y, x, 2.5, 10)

@@ -35,6 +35,15 @@ class Count:
     value: float
     censored: bool = False
 
+    @property
+    def lo(self) -> float:
+        return self.value
+
+    @property
+    def hi(self) -> float:
+        """The largest the count can be: unbounded when censored (`value` is then a lower bound)."""
+        return math.inf if self.censored else self.value
+
     def __str__(self) -> str:
         return _number(self.value) + ("+" if self.censored else "")
 
