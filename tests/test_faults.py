@@ -108,11 +108,19 @@ def test_sigkill_at_a_random_round_and_during_writes_then_rerun_gives_the_uninte
 
 
 def _alive(pid: int) -> bool:
+    """Any thread of the process still running. Its main thread can be a zombie while the others
+    (torch's, numba's) still exit, holding the file table and so the run's flock."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    states = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:  # the state follows the ")" that ends the thread's name
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # that thread is gone
+    return any(s != "Z" for s in states)
 
 
 @pytest.mark.parametrize("driver", ["grid", "hydra multirun"])
