@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from fedrepro.metrics.targets import (Count, gain, mean_count, models_to_target, rounds_to_target,
+from fedrepro.metrics.targets import (Count, fewer, gain, mean_count, models_to_target, rounds_to_target,
                                       uplink_factor, with_gain)
 
 NAN = math.nan
@@ -89,3 +89,22 @@ def test_mean_count_censored_if_any_seed_is():
     assert mean_count([Count(10), Count(20)]) == Count(15)
     assert mean_count([Count(10), Count(100, True)]) == Count(55, True)
     assert str(Count(37.5)) == "37.5"
+
+
+@pytest.mark.parametrize("a, b, scale, strict, expected", [
+    (Count(30), Count(100, True), 1, True, True),  # reached before the other's cap
+    (Count(100), Count(100, True), 1, True, True),  # reached at the cap: the other needs more
+    (Count(100, True), Count(50), 1, True, False),
+    (Count(100, True), Count(100), 1, False, False),  # "100+" is more than 100
+    (Count(100, True), Count(200, True), 1, True, None),
+    (Count(100, True), Count(150), 1, True, None),  # 100+ may be under 150: open, not "not fewer"
+    (Count(150), Count(100, True), 1, True, None),  # 150 may be under the other's 100+
+    (Count(100, True), Count(90), 1.25, False, None),  # 100+ against 112.5
+    (Count(100, True), Count(80), 1.25, False, False),  # 100+ against 100
+    (Count(50), Count(40), 1.25, False, True),
+    (Count(50), Count(40), 1.25, True, False),
+    (Count(30), Count(30), 1, True, False),
+    (Count(30), Count(30), 1, False, True),
+])
+def test_fewer_decides_only_what_censoring_leaves_closed(a, b, scale, strict, expected):
+    assert fewer(a, b, scale, strict) is expected

@@ -111,12 +111,17 @@ def mean_count(counts: list[Count]) -> Count:
 
 
 def fewer(a: Count, b: Count, scale: float = 1.0, strict: bool = True) -> Optional[bool]:
-    """a < scale * b (<= when not strict); censored = larger than any finite; None: both censored."""
-    if a.censored and b.censored:
-        return None
-    if a.censored or b.censored:
-        return b.censored
-    return a.value < scale * b.value if strict else a.value <= scale * b.value
+    """a < scale * b (<= when not strict), decided on what censoring leaves open; None: open.
+
+    A censored count is more than its cap (not reached by that round), so "100+" is fewer
+    than nothing finite under 100 but may still be fewer than 150: that comparison is open."""
+    b_least = scale * b.value  # scale * b is above this when b is censored, equal to it otherwise
+    if a.hi < b_least or (a.hi == b_least and (b.censored or not strict)):
+        return True
+    a_least, b_most = a.value, scale * b.hi
+    if a_least > b_most or (a_least == b_most and (a.censored or strict)):
+        return False
+    return None
 
 
 def gain(baseline: Count, method: Count) -> Gain:
