@@ -167,7 +167,7 @@ def test_f2_1_reads_the_tail_and_the_rounds_to_table_2s_targets():
         frame = figures.curve_frame(2, [full])
         frame.attrs["targets_100_iid"] = (97.5,)
         return evaluate_claims(["FDY-F2-1"], frame, CHECKS).iloc[0]
-    # FedSplit never reaches 97.5 %, FedDyn does (a censored count is larger than any finite one)
+    # FedSplit never reaches 97.5 %, FedDyn does (FedSplit's censored count is more than FedDyn's)
     ahead = f2_1(panel("100 %", {"FedDyn": 98.0, **grid(ACT, {0.1: 96.0, 1: 97.0})}, participation=1.0))
     assert ahead["verdict"] == "holds" and "rounds to 97.5 %" in ahead["detail"] and "best s = 1" in ahead["detail"]
     behind = f2_1(panel("100 %", {"FedDyn": 97.0, **grid(ACT, {0.1: 98.0, 1: 96.0})}, participation=1.0))

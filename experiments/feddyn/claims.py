@@ -7,8 +7,8 @@ run's own table row; other targets serve FDY-T1-4), `target_rank` (higher | lowe
 `algorithm_key`, `status`, `reason`, `ours_mean` (models to the target), `censored`,
 `rounds`, `rounds_run`, `up_vectors_per_d`. Rows of several tables may be pooled.
 
-Censoring (reference README): a censored count is its cap and a lower bound. It counts as
-larger than any finite count; two censored counts cannot be compared. A gain with a
+Censoring (reference README): a censored count is its cap and a lower bound: more than any
+count at or under the cap, open against a larger one; two censored counts cannot be compared. A gain with a
 censored side is a bound (>g, <g, or unknown), and a comparison of gains is decided only
 where the bounds decide it. Where censoring leaves a rule open in some row and no row
 fails, the verdict is "not evaluated" with the reason "undetermined". Beyond censoring, a
@@ -65,7 +65,7 @@ def not_less(a: Interval, b: Interval, noise: float = NOISE) -> Optional[bool]:
 
 
 def fewer(a: Count, b: Count, scale: float = 1.0, strict: bool = True, noise: float = NOISE) -> Optional[bool]:
-    """a < scale * b (<= when not strict) for counts, censored as larger than any finite one;
+    """a < scale * b (<= when not strict) for counts, censored as a lower bound (`targets.fewer`);
     decided only beyond the seed noise (a tie within it, or two censored counts: None)."""
     if noise == 0:
         return targets.fewer(a, b, scale, strict)
