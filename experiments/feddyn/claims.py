@@ -8,8 +8,8 @@ run's own table row; other targets serve FDY-T1-4), `target_rank` (higher | lowe
 `rounds`, `rounds_run`, `up_vectors_per_d`. Rows of several tables may be pooled.
 
 Censoring (reference README): a censored count is its cap and a lower bound: more than any
-count at or under the cap, open against a larger one; two censored counts cannot be compared. A gain with a
-censored side is a bound (>g, <g, or unknown), and a comparison of gains is decided only
+count at or under the cap, open against a larger one; two censored counts cannot be compared.
+A gain with a censored side is a bound (>g, <g, or unknown), and a comparison of gains is decided only
 where the bounds decide it. Where censoring leaves a rule open in some row and no row
 fails, the verdict is "not evaluated" with the reason "undetermined". Beyond censoring, a
 comparison is decided only where the values differ by more than the seed noise (`NOISE`): a

@@ -22,7 +22,7 @@ from typing import Optional
 
 import pandas as pd
 
-from fedrepro.metrics.targets import Count, gain
+from fedrepro.metrics.targets import Count, fewer, gain
 from fedrepro.reports.claims import Checks, beyond, combine, every
 from fedrepro.reports.grid import mean_interval
 
@@ -295,12 +295,6 @@ def _to_target(r, metric: str) -> Count:
     return Count(spent if math.isfinite(spent) else 0.0, censored=True)
 
 
-def _less(x: Count, y: Count) -> Optional[bool]:
-    """x < y, decided by the bounds: True when x is surely below y, False when it cannot be, None
-    (censoring leaves it open) otherwise."""
-    return True if x.hi < y.lo else False if x.lo >= y.hi else None
-
-
 def _ratio_in(num: Count, den: Count, lo: float, hi: float) -> tuple[Optional[bool], str]:
     """num / den within [lo, hi], with censoring as a bound (`targets.gain`): (outcome, the ratio
     or its bounds)."""
@@ -324,8 +318,8 @@ def _train_note(rows) -> str:
 
 
 def _natural_against(ours, others, metric: str, what: str, wins) -> list:
-    """One item per (model, X in `others` that ran): wins(l2gd_natural's `metric` bounds, X's)
-    (`_less` or its mirror), with both never reaching the target left undecided."""
+    """One item per (model, X in `others` that ran): wins(l2gd_natural's `metric` count, X's)
+    (`fewer` or its mirror), with both never reaching the target left undecided."""
     results = []
     for model in MODELS:
         runs = _runs(ours, model, figures=(4, 5, 6))
@@ -345,7 +339,7 @@ def _natural_against(ours, others, metric: str, what: str, wins) -> list:
 @CHECKS.register("L2G-F4-1")
 def l2g_f4_1(ours):
     others = ("l2gd_bernoulli", "l2gd_qsgd", "l2gd_terngrad", "l2gd_topk", "fedavg", "fedavg_c", "fedopt")
-    results = _natural_against(ours, others, "bits_to_target", "bits/n", _less)
+    results = _natural_against(ours, others, "bits_to_target", "bits/n", fewer)
     return every_item(results, "bits/n to the target test Top-1: l2gd_natural < X for every other curve",
                       expected=21, reasons=_unrun(ours, MODELS), undecided_why=CENSORED)
 
@@ -432,7 +426,7 @@ def l2g_f4_5(ours):
 @CHECKS.register("L2G-F4-6")
 def l2g_f4_6(ours):
     results = _natural_against(ours, ("fedavg", "fedopt"), "rounds_to_target", "rounds",
-                               lambda x, y: _less(y, x))
+                               lambda x, y: fewer(y, x))
     return every_item(results, "rounds to the target: l2gd_natural > fedavg and > fedopt", expected=6,
                       reasons=_unrun(ours, MODELS), undecided_why=CENSORED)
 

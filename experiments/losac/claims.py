@@ -20,7 +20,8 @@ Figure 7 frame: one row per (rank, algorithm_key) with `final_error`, `final_ran
 
 How the runs we have decide a rule:
 * censoring (rounds to the target): a censored count is more than its cap, so a count at or
-  under the cap is fewer and one above it is open; two censored counts cannot be compared; a speed-up with a censored side is a bound;
+  under the cap is fewer and one above it is open; two censored counts cannot be compared; a
+  speed-up with a censored side is a bound;
 * a diverged run has the worst loss (inf) and the worst accuracy (-inf), so it loses every
   comparison and a drop to it is unbounded;
 * a rule stated at round 500 (Table II's loss and accuracy) is decided only by runs read at
