@@ -21,7 +21,9 @@ wrote when it rendered). A verdict word of those files becomes one of:
 When several files judge one claim (several targets, or one target at several datasets or
 profiles), the row shows each file's verdict and heads it with the project's own rule for
 several checks of one claim (`fedrepro.reports.claims.combine`): any fails, it fails; else any
-undecided (or not run yet, or not runnable), it is not decided; else it holds. A claim that one
+undecided (or not run yet, or not runnable), it is not decided; else it holds. A file that ran none
+of the claim's scope at one profile is left out of that rule where the same target judged the claim
+at another profile (its runs exist, at that profile). A claim that one
 case confirms (`CONFIRMED_BY_ONE_CASE`) holds when any file finds its case and fails only when
 every file fails.
 """
@@ -261,11 +263,16 @@ def verdict_cell(found: list[tuple[Verdict, str, str]], one_case: bool = False) 
     decides it and a file that fails only says its own figures lack the case."""
     by_text: dict[str, list[str]] = {}  # cell text -> the files (stems) that give it
     categories = []
-    categorised = [(verdict, *category_of(verdict)) for verdict, _, _ in found]  # once per file
+    categorised = [(verdict, *category_of(verdict), profile, writer) for verdict, profile, writer in found]
     judged = [s for s in categorised if s[1] != "out of scope"]
-    for verdict, category, text in judged or categorised:  # files outside the claim's scope judge nothing
-        categories.append(category)
+    # a profile of a target that ran none of the claim's scope is no missing evidence where another
+    # profile of the same target ran it (FedElasticNet Fig. 1 at paper has no CIFAR-10, quick has)
+    decided_at = {(writer, profile) for _, category, _, profile, writer in judged
+                  if category in ("holds", "fails", "undecided", "as written")}
+    for verdict, category, text, profile, writer in judged or categorised:  # out of scope: judges nothing
         by_text.setdefault(text, []).append(verdict.source.removesuffix("_claims.md"))
+        if not (category == "not run yet" and any(w == writer and p != profile for w, p in decided_at)):
+            categories.append(category)
     rank = ("holds", *(c for c in RANK if c not in ("holds", "fails")), "fails") if one_case else RANK
     headline = next((c for c in ("as written", *rank) if c in categories), "not judged yet")
     if len(by_text) == 1:
@@ -356,7 +363,9 @@ def header(rows: list[Row], empirical: list[Row], constructed: list[Row]) -> lis
         "round cap, noise, some runs not made); *not run yet*: none of its scope was run (compute: the "
         "target's output says which runs); *not runnable*: the data it needs is not here; *not judged yet*: "
         "no committed output of its target. Several files: any fails, it fails; else the first of undecided, "
-        "not run yet, not runnable that a file gives; each file's verdict is shown when they differ. A claim "
+        "not run yet, not runnable that a file gives (a target's file at one profile that ran none of the "
+        "claim's scope counts for nothing where the same target's file at another profile judged it); each "
+        "file's verdict is shown when they differ. A claim "
         f"one case confirms ({', '.join(sorted(CONFIRMED_BY_ONE_CASE))}) holds when any file finds the case "
         "and fails only when every file fails.",
         "",

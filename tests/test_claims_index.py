@@ -123,6 +123,20 @@ def test_a_claim_one_case_confirms_holds_on_one_file_and_fails_only_on_all():
     assert set(ci.CONFIRMED_BY_ONE_CASE) <= {c["claim_id"] for c in ci.read_catalogue()}
 
 
+def test_a_profile_that_ran_none_of_the_scope_does_not_undo_another_profiles_verdict():
+    def v(word, name):
+        return ci.Verdict("X-1", word, ("no setting of the scope has the runs this needs",)
+                          if word == "not evaluated" else (), f"{name}_claims.md")
+    holds, paper_none = v("holds", "fig1"), v("not evaluated", "fig1_paper")
+    category, text = ci.verdict_cell([(holds, "quick", "fig1"), (paper_none, "paper", "fig1")])
+    assert category == "holds"
+    assert text.startswith("holds; by file: holds (fig1); not run yet: ")  # still shown
+    # another target's file with nothing run still leaves the claim open (every case needed)
+    assert ci.verdict_cell([(holds, "quick", "fig1"), (paper_none, "paper", "fig9")])[0] == "not run yet"
+    # and so does the same profile's file of the same target (another dataset's output)
+    assert ci.verdict_cell([(holds, "quick", "fig1"), (paper_none, "quick", "fig1")])[0] == "not run yet"
+
+
 def test_profile_is_read_where_stated_and_unstated_otherwise(tmp_path):
     assert ci.stated_profile("### Table 2, profile=paper\n") == "paper"
     assert ci.stated_profile("- profile quick; seeds 1\n- rounds: 500 at profile=paper\n") == "quick"
