@@ -135,6 +135,7 @@ def test_a_profile_that_ran_none_of_the_scope_does_not_undo_another_profiles_ver
     assert ci.verdict_cell([(holds, "quick", "fig1"), (paper_none, "paper", "fig9")])[0] == "not run yet"
     # and so does the same profile's file of the same target (another dataset's output)
     assert ci.verdict_cell([(holds, "quick", "fig1"), (paper_none, "quick", "fig1")])[0] == "not run yet"
+    assert ci.verdict_cell([(holds, "quick, on MNIST", "fig1"), (paper_none, "quick", "fig1")])[0] == "not run yet"
 
 
 def test_profile_is_read_where_stated_and_unstated_otherwise(tmp_path):
