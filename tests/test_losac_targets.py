@@ -241,6 +241,12 @@ def test_f6_claims():
     assert verdict("LSC-F6-2", defend)[0] == "holds"
     assert verdict("LSC-F6-2", defend[:2] + [dlg("losac", after=9.0)])[0] == "fails"
     assert verdict("LSC-F6-1", [dlg("dsgd", rounds=3), dlg("mimesvrg", rounds=3)])[0] == "not evaluated"
+    # a move below 1 % of the starting distance is no leak and no defence, whatever its sign
+    still = [dlg(a, before=970.85, after=970.85 * (1 + sign * 8e-6)) for a, sign in (("dsgd", -1), ("mimesvrg", -1))]
+    assert verdict("LSC-F6-1", still)[0] == "fails"
+    grows_slightly = [dlg(a, before=172.77, after=172.77 * (1 + 5e-6)) for a in ("fedavg", "scaffold", "losac")]
+    assert verdict("LSC-F6-2", grows_slightly)[0] == "fails"
+    assert verdict("LSC-F6-1", [dlg(a, before=100.0, after=98.9) for a in ("dsgd", "mimesvrg")])[0] == "holds"
 
 
 def lowrank(alg, rank, got_rank, error, rounds_run=500):

@@ -367,14 +367,21 @@ def lsc_t2_9(ours):
 # Figure 6: DLG
 
 
+# "More and more approaching / divergent" (Sec. V-D) read as a change the figure can show: at least
+# 1 % of the starting distance over the attack's 100 iterations. A smaller change has no direction
+# worth a verdict: its sign follows the dummy start, not the algorithm (ours move by 1e-7 to 1e-5).
+DLG_VISIBLE = 0.01
+
+
 def _f6(ours, algorithms, grows: bool, statement: str):
     results = []
     for r in _ok(ours).itertuples(index=False):
         if r.algorithm_key not in algorithms:
             continue
         a, b = float(r.initial_distance), float(r.final_distance)
-        holds = b > a if grows else b < a
-        text = f"{a:.6g} -> {b:.6g} ({(b - a) / a:+.3g} relative)"
+        change = (b - a) / a
+        holds = change >= DLG_VISIBLE if grows else change <= -DLG_VISIBLE
+        text = f"{a:.6g} -> {b:.6g} ({change:+.3g} relative)"
         if int(r.iterations) != 100 or int(r.attack_round) != 5:
             out, text = None, (f"{text}; attack after {int(r.iterations)} iterations in round "
                                f"{int(r.attack_round)}, not 100 in round 5: would {'hold' if holds else 'fail'}")
@@ -389,12 +396,14 @@ def _f6(ours, algorithms, grows: bool, statement: str):
 
 @CHECKS.register("LSC-F6-1")
 def lsc_f6_1(ours):
-    return _f6(ours, ("dsgd", "mimesvrg"), False, "||D_hat - D||_F at iteration 100 < at iteration 0")
+    return _f6(ours, ("dsgd", "mimesvrg"), False,
+               f"||D_hat - D||_F at iteration 100 <= (1 - {DLG_VISIBLE:g}) x at iteration 0")
 
 
 @CHECKS.register("LSC-F6-2")
 def lsc_f6_2(ours):
-    return _f6(ours, ("fedavg", "scaffold", "losac"), True, "||D_hat - D||_F at iteration 100 > at iteration 0")
+    return _f6(ours, ("fedavg", "scaffold", "losac"), True,
+               f"||D_hat - D||_F at iteration 100 >= (1 + {DLG_VISIBLE:g}) x at iteration 0")
 
 
 # ---------------------------------------------------------------------------------------------
