@@ -134,6 +134,12 @@ def profile_of(claims_file: Path) -> str:
     return "unstated" + where
 
 
+def profile_name(profile: str) -> str:
+    """`profile_of`'s profile without its dataset note: "quick, on MNIST" -> "quick" (a figure drawn
+    on another dataset is not another profile)."""
+    return profile.split(",")[0]
+
+
 def stated_profile(text: str) -> str:
     """'quick' from a note line '- profile: quick (...)' or '- profile quick; ...', else from a
     title '### ... profile=quick'; '' when neither states a known profile."""
@@ -267,14 +273,12 @@ def verdict_cell(found: list[tuple[Verdict, str, str]], one_case: bool = False) 
     judged = [s for s in categorised if s[1] != "out of scope"]
     # a profile of a target that ran none of the claim's scope is no missing evidence where another
     # profile of the same target ran it (FedElasticNet Fig. 1 at paper has no CIFAR-10, quick has)
-    def bare(profile):  # "quick, on MNIST" -> "quick": a figure drawn on another dataset is no other profile
-        return profile.split(",")[0]
-
-    decided_at = {(writer, bare(profile)) for _, category, _, profile, writer in judged
+    decided_at = {(writer, profile_name(profile)) for _, category, _, profile, writer in judged
                   if category in ("holds", "fails", "undecided", "as written")}
     for verdict, category, text, profile, writer in judged or categorised:  # out of scope: judges nothing
         by_text.setdefault(text, []).append(verdict.source.removesuffix("_claims.md"))
-        if not (category == "not run yet" and any(w == writer and p != bare(profile) for w, p in decided_at)):
+        if not (category == "not run yet"
+                and any(w == writer and p != profile_name(profile) for w, p in decided_at)):
             categories.append(category)
     rank = ("holds", *(c for c in RANK if c not in ("holds", "fails")), "fails") if one_case else RANK
     headline = next((c for c in ("as written", *rank) if c in categories), "not judged yet")
