@@ -24,6 +24,7 @@ from experiments import registry
 from experiments.__main__ import parser_for
 from experiments.l2gd import cifar, compare_compression, fake_cifar, settings
 from experiments.l2gd.claims import CHECKS
+from fedrepro.algorithms.l2gd import L2GD
 from fedrepro.config import compose_config
 from fedrepro.data import cifar as C
 from fedrepro.data import libsvm as LS
@@ -220,6 +221,12 @@ def test_cifar_figure7_l2gd_is_fedavg_like_and_counts_coins(cifar_smoke):
     assert list(summary.series_key) == ["l2gd", "fedavg"] and set(summary.status) == {"ok"}
     l2 = summary.set_index("series_key").loc["l2gd"]
     assert l2["p"] == 0.5 and l2["coin_rounds"] == 100 and 1 < l2["mean_local_steps"] < 3.5
+    # the local work behind each curve: L2GD steps on its 0-coins only; FedAvg every round, one
+    # batch of 32 covering each client's 10 images
+    fedavg = summary.set_index("series_key").loc["fedavg"]
+    coins = L2GD(0.5, 1.0, coin_seed=0)
+    assert l2["local_steps"] == sum(coins.coin(k) == 0 for k in range(int(l2["rounds_run"])))
+    assert fedavg["local_steps"] == fedavg["rounds_run"] == 3
     claims = verdicts((root / "figures" / "l2gd_fig7_claims.md").read_text())
     assert claims["L2G-S7-2"] == "not evaluated" and claims["L2G-F7-1"] == "not evaluated"
 
@@ -407,7 +414,9 @@ def test_cifar_claims_on_hand_made_rows():
     special = [cifar_row("resnet56", "l2gd", 60.0, 1, 1, figure="7", loss=1.0, p=0.5, mean_local_steps=2.0,
                          mean_cycle=4.0, coin_rounds=600, train_acc=65.0),
                cifar_row("resnet56", "fedavg", 61.0, 1, 1, figure="7", loss=1.05)]
+    special[0]["local_steps"], special[1]["local_steps"] = 50.0, 500.0
     v = judge(["L2G-F7-1", "L2G-S7-3"], pd.DataFrame(special))
+    assert "(local steps a client: l2gd 50, fedavg 500)" in v["L2G-F7-1"][1]
     assert v["L2G-S7-3"][0] == "fails" and "2.000" in v["L2G-S7-3"][1]
     assert v["L2G-F7-1"][0] == "not evaluated" and "train Top-1 not recorded for fedavg" in v["L2G-F7-1"][1]
 

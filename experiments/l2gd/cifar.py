@@ -12,8 +12,7 @@ same runs, compressed L2GD against FedOpt. Figs. 7-8: L2GD with eta lambda / (n 
 FedAvg on ResNet-56 with 100 clients (accuracy, loss). Table 2: bits / n to the target test
 accuracy of L2GD-natural and FedAvg + natural per model, beside the paper's. Every (model,
 series) is one run of the results store, shared by the figures and the table that show it.
-Without CIFAR-10's training set (../shared/data has the test set only) every run is "not run"
-with the missing files named; `python -m experiments.l2gd.fake_cifar DIR` writes generated
+Without CIFAR-10's training set every run is "not run" with the missing files named; `python -m experiments.l2gd.fake_cifar DIR` writes generated
 CIFAR-format files for a smoke run (`--data-root DIR --profile smoke`). Settings and what the
 paper leaves open: settings.py (CifarRecipe, SCALES, CIFAR_ASSUMED). The Targets: targets.py.
 
@@ -24,8 +23,10 @@ l2gd_fig<N>_curves.csv, l2gd_fig<N>_claims.md (tables/l2gd_table2.* for Table 2)
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -37,7 +38,7 @@ from experiments.l2gd.common import fmt, rounds_of, tables_dir, test_samples
 from fedrepro.data.loaders import unavailable
 from fedrepro.reports.claims import evaluate_claims, write_claims
 from fedrepro.reports.figures import figure_dir, panel_grid
-from fedrepro.reports.grid import Cell
+from fedrepro.reports.grid import Cell, saved_config
 from fedrepro.reports.tables import markdown_grid
 from fedrepro.results import run_metrics
 
@@ -143,6 +144,24 @@ def coin_stats(recipe: settings.CifarRecipe, seed: int, rounds: int) -> dict:
             "coin_rounds": rounds, "p": recipe.p}
 
 
+def local_steps(run, series: str, recipe: settings.CifarRecipe) -> float:
+    """The local steps a client took over the run (the clients' mean), which Figs. 7-8 compare
+    beside the curves: L2GD one per iteration whose coin is 0 (a pure function of (seed, k));
+    FedAvg / FedOpt, every client every round, its capped steps of a round (config.effective) on
+    its share of the data (partition.json)."""
+    from fedrepro.algorithms.l2gd import L2GD
+    from fedrepro.config import effective
+
+    cfg = saved_config(run.folder)
+    ran, _ = rounds_of(run)
+    if settings.SERIES[series].overrides[0] == "algorithm=l2gd":
+        alg = L2GD(recipe.p, recipe.lam, coin_seed=int(cfg.seed))
+        return float(sum(alg.coin(k) == 0 for k in range(ran)))
+    sizes = [sum(c) for c in json.loads((Path(run.folder) / "partition.json").read_text())["label_counts"]]
+    steps = [effective(cfg).steps_for(n, int(cfg.train.batch_size)) for n in sizes]
+    return ran * float(np.mean(steps))
+
+
 def frame(cell_list: list[Cell], status: pd.DataFrame, runs: dict, target: float, profile: str, scale: dict):
     """(summary: one row per cell, means over the seeds run; curves: seed 0's evaluated rounds)."""
     rows, curves = [], []
@@ -160,6 +179,8 @@ def frame(cell_list: list[Cell], status: pd.DataFrame, runs: dict, target: float
             for j, run in enumerate(done):
                 c = curve(run, keys["series_key"], recipe.num_clients)
                 per.append(summarize(c, run, target))
+                if keys["figure"] in ("7", "8"):
+                    per[-1]["local_steps"] = local_steps(run, keys["series_key"], recipe)
                 if j == 0:
                     curves += [{**keys, **r} for r in c.to_dict("records")]
             for k in per[0]:

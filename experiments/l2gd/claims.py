@@ -503,8 +503,11 @@ def l2g_f7_1(ours):
         return "not evaluated", "undetermined: ResNet-56's l2gd and fedavg are not both run: " + \
             (_unrun(ours, ("resnet56",)) or "not in this frame")
     a, b = runs["l2gd"], runs["fedavg"]
+    steps = ""  # the local work behind each curve: at quick FedAvg's is some tenfold L2GD's
+    if pd.notna(a.get("local_steps")) and pd.notna(b.get("local_steps")):
+        steps = f" (local steps a client: l2gd {a['local_steps']:.0f}, fedavg {b['local_steps']:.0f})"
     parts = [every_item([_item("test accuracy", abs(_acc(a) - _acc(b)) <= 2,
-                               f"l2gd {_acc(a):.2f}, fedavg {_acc(b):.2f}", a, b)],
+                               f"l2gd {_acc(a):.2f}, fedavg {_acc(b):.2f}{steps}", a, b)],
                         "|test acc gap| <= 2 points", expected=1)]
     for col, what in (("final_loss", "train loss"), ("final_test_loss", "test loss")):
         x, y = _num(a, col), _num(b, col)
