@@ -227,6 +227,9 @@ def test_cifar_figure7_l2gd_is_fedavg_like_and_counts_coins(cifar_smoke):
     coins = L2GD(0.5, 1.0, coin_seed=0)
     assert l2["local_steps"] == sum(coins.coin(k) == 0 for k in range(int(l2["rounds_run"])))
     assert fedavg["local_steps"] == fedavg["rounds_run"] == 3
+    md = (root / "figures" / "l2gd_fig7.md").read_text()
+    assert f"local steps a client over the run: l2gd {l2['local_steps']:.0f}, fedavg 3" in md
+    assert 'paper scale (a GPU): `make l2gd-fig7 PROFILE=paper OVERRIDES="train.accelerator=cuda"`' in md
     claims = verdicts((root / "figures" / "l2gd_fig7_claims.md").read_text())
     assert claims["L2G-S7-2"] == "not evaluated" and claims["L2G-F7-1"] == "not evaluated"
 

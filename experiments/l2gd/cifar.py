@@ -331,6 +331,14 @@ def markdown(summary: pd.DataFrame, key: str, args, scale: dict, target: float) 
                f"n = {r.num_clients}" for r in recipes),
              *(settings.l2gd_assumed(r, scale.batch_size) for r in recipes if any(s.startswith("l2gd") for _, s in items)),
              *settings.CIFAR_ASSUMED, *assumed]
+    if kind == "special":  # Figs. 7-8: the local work behind each curve differs at quick
+        notes.append("local steps a client over the run: " + ", ".join(
+            f"{r['series_key']} {r['local_steps']:.0f}" if pd.notna(r.get("local_steps")) else
+            f"{r['series_key']} not run" for r in summary.to_dict("records")))
+    if args.profile != "paper":
+        target_name = f"l2gd-{'fig' + key if key != 'table2' else 'table2'}"
+        notes.append(f"paper scale (a GPU): `make {target_name} PROFILE=paper OVERRIDES=\"train.accelerator=cuda\"` "
+                     f"(`python -m experiments.cost {target_name} --profile paper --device cuda` first says what it takes)")
     headers = ["model / series", "final test Top-1 (%)", "final loss", "bits / n", f"bits / n to {target:g}",
                f"rounds to {target:g}", "rounds"]
     return "\n".join([f"### L2GD {'Figure ' + key if key != 'table2' else 'Table 2'}: {title}", "",
