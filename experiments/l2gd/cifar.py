@@ -12,9 +12,10 @@ same runs, compressed L2GD against FedOpt. Figs. 7-8: L2GD with eta lambda / (n 
 FedAvg on ResNet-56 with 100 clients (accuracy, loss). Table 2: bits / n to the target test
 accuracy of L2GD-natural and FedAvg + natural per model, beside the paper's. Every (model,
 series) is one run of the results store, shared by the figures and the table that show it.
-Without CIFAR-10's training set every run is "not run" with the missing files named; `python -m experiments.l2gd.fake_cifar DIR` writes generated
-CIFAR-format files for a smoke run (`--data-root DIR --profile smoke`). Settings and what the
-paper leaves open: settings.py (CifarRecipe, SCALES, CIFAR_ASSUMED). The Targets: targets.py.
+Without CIFAR-10's training set every run is "not run" with the missing files named;
+`python -m experiments.l2gd.fake_cifar DIR` writes generated CIFAR-format files for a smoke run
+(`--data-root DIR --profile smoke`). Settings and what the paper leaves open: settings.py
+(CifarRecipe, SCALES, CIFAR_ASSUMED). The Targets: targets.py.
 
 Claims spanning models (L2G-F4-*, F9-*, T2-*) are judged on this target's runs and those of the
 other CIFAR targets already in the results store. Writes <results-root>/figures/l2gd_fig<N>.{png,csv,md},
