@@ -59,6 +59,16 @@ def scaled(recipe: settings.CifarRecipe, scale: dict) -> settings.CifarRecipe:
     return recipe
 
 
+def stem(key: str) -> str:
+    """A target key's name in file and make-target names: "fig7", "table2"."""
+    return key if key == "table2" else f"fig{key}"
+
+
+def is_special(key: str) -> bool:
+    """Figs. 7-8: L2GD at eta lambda / (n p) = 1 against FedAvg (settings.CifarFigure.kind)."""
+    return key != "table2" and settings.CIFAR_FIGURES[int(key)].kind == "special"
+
+
 def figure_spec(key: str, scale: dict):
     """(title, [(recipe, series)], claims, kind, assumed)."""
     if key == "table2":
@@ -131,13 +141,18 @@ def summarize(c: pd.DataFrame, run, target: float) -> dict:
             "diverged_at": int(run.summary["rounds_completed"]) + 1 if diverged else math.nan}
 
 
-def coin_stats(recipe: settings.CifarRecipe, seed: int, rounds: int) -> dict:
-    """L2G-S7-3 from the coin sequence itself (a pure function of (coin_seed, k)): the mean number of
-    local steps between consecutive communications and the mean iterations between them."""
+def coin_sequence(recipe: settings.CifarRecipe, seed: int, rounds: int) -> list[int]:
+    """L2GD's coins xi_0 ... xi_(rounds-1) for this recipe and seed (a pure function of them)."""
     from fedrepro.algorithms.l2gd import L2GD
 
     alg = L2GD(recipe.p, recipe.lam, coin_seed=seed)
-    coins = [alg.coin(k) for k in range(rounds)]
+    return [alg.coin(k) for k in range(rounds)]
+
+
+def coin_stats(recipe: settings.CifarRecipe, seed: int, rounds: int) -> dict:
+    """L2G-S7-3 from the coin sequence itself (a pure function of (coin_seed, k)): the mean number of
+    local steps between consecutive communications and the mean iterations between them."""
+    coins = coin_sequence(recipe, seed, rounds)
     talks = [k for k in range(rounds) if coins[k] == 1 and (coins[k - 1] if k else 1) == 0]
     local = [sum(1 for j in range(a, b) if coins[j] == 0) for a, b in zip(talks, talks[1:])]
     return {"mean_local_steps": float(np.mean(local)) if local else math.nan,
@@ -150,14 +165,12 @@ def local_steps(run, series: str, recipe: settings.CifarRecipe) -> float:
     beside the curves: L2GD one per iteration whose coin is 0 (a pure function of (seed, k));
     FedAvg / FedOpt, every client every round, its capped steps of a round (config.effective) on
     its share of the data (partition.json)."""
-    from fedrepro.algorithms.l2gd import L2GD
     from fedrepro.config import effective
 
     cfg = saved_config(run.folder)
     ran, _ = rounds_of(run)
     if settings.SERIES[series].overrides[0] == "algorithm=l2gd":
-        alg = L2GD(recipe.p, recipe.lam, coin_seed=int(cfg.seed))
-        return float(sum(alg.coin(k) == 0 for k in range(ran)))
+        return float(coin_sequence(recipe, int(cfg.seed), ran).count(0))
     sizes = [sum(c) for c in json.loads((Path(run.folder) / "partition.json").read_text())["label_counts"]]
     steps = [effective(cfg).steps_for(n, int(cfg.train.batch_size)) for n in sizes]
     return ran * float(np.mean(steps))
@@ -180,7 +193,7 @@ def frame(cell_list: list[Cell], status: pd.DataFrame, runs: dict, target: float
             for j, run in enumerate(done):
                 c = curve(run, keys["series_key"], recipe.num_clients)
                 per.append(summarize(c, run, target))
-                if keys["figure"] in ("7", "8"):
+                if is_special(keys["figure"]):
                     per[-1]["local_steps"] = local_steps(run, keys["series_key"], recipe)
                 if j == 0:
                     curves += [{**keys, **r} for r in c.to_dict("records")]
@@ -337,7 +350,7 @@ def markdown(summary: pd.DataFrame, key: str, args, scale: dict, target: float) 
             f"{r['series_key']} {r['local_steps']:.0f}" if pd.notna(r.get("local_steps")) else
             f"{r['series_key']} not run" for r in summary.to_dict("records")))
     if args.profile != "paper":
-        target_name = f"l2gd-{'fig' + key if key != 'table2' else 'table2'}"
+        target_name = f"l2gd-{stem(key)}"
         notes.append(f"paper scale (a GPU): `make {target_name} PROFILE=paper OVERRIDES=\"train.accelerator=cuda\"` "
                      f"(`python -m experiments.cost {target_name} --profile paper --device cuda` first says what it takes)")
     headers = ["model / series", "final test Top-1 (%)", "final loss", "bits / n", f"bits / n to {target:g}",
@@ -410,7 +423,7 @@ def render(key: str, results) -> int:
     status, runs = results.measure(cell_list)
     summary, curves = frame(cell_list, status, runs, target, args.profile, scale)
 
-    name = f"l2gd_{'fig' + key if key != 'table2' else 'table2'}"
+    name = f"l2gd_{stem(key)}"
     out_dir = figure_dir(args.results_root) if key != "table2" else tables_dir(args.results_root)
     paths = {"png": out_dir / f"{name}.png", "csv": out_dir / f"{name}.csv", "md": out_dir / f"{name}.md",
              "curves": out_dir / f"{name}_curves.csv", "claims": out_dir / f"{name}_claims.md"}
