@@ -183,6 +183,7 @@ def frame(cell_list: list[Cell], status: pd.DataFrame, runs: dict, target: float
         st = status.iloc[i]
         keys = cell.keys
         recipe = recipe_of(keys["model_key"], scale)
+        special = is_special(keys["figure"])
         row = {**keys, "status": st["status"], "reason": st["reason"], "seeds": st.get("seeds", ""),
                "label": settings.SERIES[keys["series_key"]].label}
         if keys["series_key"] == "l2gd" and recipe.agg == 1.0:
@@ -193,7 +194,7 @@ def frame(cell_list: list[Cell], status: pd.DataFrame, runs: dict, target: float
             for j, run in enumerate(done):
                 c = curve(run, keys["series_key"], recipe.num_clients)
                 per.append(summarize(c, run, target))
-                if is_special(keys["figure"]):
+                if special:
                     per[-1]["local_steps"] = local_steps(run, keys["series_key"], recipe)
                 if j == 0:
                     curves += [{**keys, **r} for r in c.to_dict("records")]

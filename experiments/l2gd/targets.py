@@ -48,7 +48,7 @@ def on_cifar(key: str, title: str) -> PaperTarget:
     """Figures 4-11 and Table 2 (key "4" ... "11" or "table2"): CIFAR-10 models, one run per
     (model, series), shared between them."""
     return PaperTarget(
-        key if key == "table2" else f"fig{key}", title,
+        cifar.stem(key), title,
         cells_of=lambda options, scale: cifar.cells(key, options, scale, cifar.series_of(options)),
         render_with=lambda results: cifar.render(key, results),
         claims=tuple(cifar.figure_spec(key, {})[2]), SCALE=CIFAR_SCALE, options=_cifar_options)
